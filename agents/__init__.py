@@ -1,0 +1,1 @@
+"""Departments: LiveKit Agent subclasses built from registered Department specs."""

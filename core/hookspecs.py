@@ -1,0 +1,58 @@
+"""Every hook a frontdesk plugin can implement. Each docstring is the hook's contract.
+
+Plugins implement hooks with ``@frontdesk.core.hookimpl``; built-ins in ``frontdesk.plugins``
+use exactly the same hooks. Hooks are called one plugin at a time so that a plugin that raises
+or registers something invalid is reported and left out without affecting the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("frontdesk")
+hookimpl = pluggy.HookimplMarker("frontdesk")
+
+
+@hookspec
+def register_departments(register: Callable[..., None]) -> None:
+    """Add departments the caller can be transferred to.
+
+    Called once per process when the plugin host builds its registry (in prewarm for a worker,
+    at start for the CLI). Call ``register(Department(...))`` for each department; the
+    department's ``tools`` are registered with it. Triage gets a ``transfer_to_<name>`` tool
+    for each, generated from the name and description. Return nothing.
+    """
+
+
+@hookspec
+def register_tools(register: Callable[..., None]) -> None:
+    """Add tools to departments, including departments other plugins registered.
+
+    Called once per process after every plugin's ``register_departments``. Call
+    ``register(tool_spec, departments=["search", ...])``; ``"*"`` means every department,
+    triage included. The tool must come from ``@tool``. If two plugins register the same tool
+    name the first registration wins and the conflict is reported. Return nothing.
+    """
+
+
+@hookspec
+def register_commands(cli: Any) -> None:
+    """Add commands to the ``frontdesk`` CLI.
+
+    Called when the CLI starts, with the root ``typer.Typer`` app. Add commands with
+    ``@cli.command()`` or sub-apps with ``cli.add_typer(...)``. Return nothing.
+    """
+
+
+@hookspec
+def on_task_event(event: Any) -> None:
+    """Observe every task transition, after it is committed.
+
+    Called with a ``frontdesk.db.store.TaskEvent`` (task id, caller, tool, plugin, department,
+    status, note, progress, at) for every state change, in every process. It runs in the
+    background: it may be sync or async, its return value is ignored, and if it raises or
+    hangs past ``FRONTDESK_HOOK_TIMEOUT_SECONDS`` the error is logged and the call goes on.
+    """

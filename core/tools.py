@@ -1,0 +1,196 @@
+"""The ``@tool`` decorator, ``ToolSpec`` and ``ToolContext``: what a plugin author writes.
+
+Nothing here imports livekit, so plugins load fast in CLI commands that never run a session.
+The LiveKit plumbing for each pattern lives in ``frontdesk.core.patterns``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from frontdesk.core.errors import ToolError
+
+if TYPE_CHECKING:
+    from frontdesk.db.store import TaskStore
+
+Pattern = Literal["interruptible", "critical", "fire_and_forget", "background"]
+PATTERNS: tuple[str, ...] = get_args(Pattern)
+
+# Long strings are kept whole in the runner's copy of a background job's arguments, but what is
+# shown in history is capped so a hostile 1 MB argument cannot bloat every listing.
+_MAX_STORED_STRING = 2000
+_CARD_RE = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
+
+
+@dataclass
+class ToolContext:
+    """What a running tool knows about its call. Passed as the tool's first argument."""
+
+    caller: str
+    session_id: str | None
+    task_id: int
+    department: str | None
+    idempotency_key: str
+    store: TaskStore
+    run_ctx: Any = None  # livekit RunContext while a live turn is running, else None
+
+    async def progress(self, fraction: float, note: str = "") -> None:
+        """Record progress (0..1) on this task's row, where ``task_status`` can read it."""
+        await self.store.set_progress(self.task_id, max(0.0, min(1.0, float(fraction))), note)
+
+
+ToolFn = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class ToolSpec:
+    """A tool as registered: the function, its pattern and what the LLM sees."""
+
+    fn: ToolFn
+    name: str
+    pattern: str
+    timeout: float | None = None
+    ack: str | None = None
+    sensitive: frozenset[str] = frozenset()
+    resumable: bool = True
+    plugin: str | None = None
+    _model: type[BaseModel] | None = field(default=None, repr=False)
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.fn.__doc__ or "")
+
+    def problems(self) -> list[str]:
+        """Why this tool cannot be registered; empty when it can."""
+        found = []
+        if not self.description:
+            found.append(f"tool {self.name!r} has no docstring (it is the LLM's description)")
+        if self.pattern not in PATTERNS:
+            found.append(
+                f"tool {self.name!r} has unknown pattern {self.pattern!r}; use one of {', '.join(PATTERNS)}"
+            )
+        if not inspect.iscoroutinefunction(self.fn):
+            found.append(f"tool {self.name!r} must be an async function")
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}", self.name):
+            found.append(f"tool name {self.name!r} is not a valid identifier")
+        if self.pattern == "background" and self.sensitive:
+            # The runner needs real arguments and we refuse to store secrets in clear text.
+            found.append(
+                f"background tool {self.name!r} cannot take sensitive parameters "
+                f"({', '.join(sorted(self.sensitive))}); look them up in the job instead"
+            )
+        if not found:
+            try:
+                self.model()
+            except Exception as exc:  # a bad annotation
+                found.append(f"tool {self.name!r} has parameters that cannot be described: {exc}")
+        return found
+
+    def model(self) -> type[BaseModel]:
+        if self._model is None:
+            params = list(inspect.signature(self.fn).parameters.values())[1:]
+            hints = _hints(self.fn)
+            fields: dict[str, Any] = {}
+            for p in params:
+                annotation = hints.get(p.name, str)
+                default = ... if p.default is inspect.Parameter.empty else p.default
+                fields[p.name] = (annotation, default)
+            self._model = create_model(  # type: ignore[call-overload]
+                f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
+            )
+        return self._model
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.model().model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    def validate(self, raw: Any) -> dict[str, Any]:
+        """Arguments from the LLM, validated; a ``ToolError`` the caller may hear otherwise."""
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw or "{}")
+            except ValueError:
+                raise ToolError(f"I couldn't read the details for {self.name}.") from None
+        if not isinstance(raw, dict):
+            raise ToolError(f"I couldn't read the details for {self.name}.")
+        try:
+            return self.model().model_validate(raw).model_dump()
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "input"
+            raise ToolError(f"I need a valid {where} for {self.name}.") from None
+
+    def redact(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Arguments as they may be stored in history: sensitive ones hidden, cards masked."""
+        return {k: "[redacted]" if k in self.sensitive else _scrub(v) for k, v in args.items()}
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        import typing
+
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {}
+
+
+def mask_cards(text: str) -> str:
+    """Mask card-like digit runs, keeping the last four."""
+    return _CARD_RE.sub(lambda m: "****" + re.sub(r"\D", "", m.group())[-4:], text)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        value = mask_cards(value)
+        if len(value) > _MAX_STORED_STRING:
+            return value[:_MAX_STORED_STRING] + f"...[{len(value)} chars]"
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def tool(
+    fn: ToolFn | None = None,
+    *,
+    pattern: str = "interruptible",
+    name: str | None = None,
+    timeout: float | None = None,
+    ack: str | None = None,
+    sensitive: Iterable[str] = (),
+    resumable: bool = True,
+) -> Any:
+    """Declare a plugin tool.
+
+    ``pattern`` is one of interruptible, critical, fire_and_forget or background (see
+    docs/patterns.md). The docstring is the LLM's description; parameters after ``ctx`` become
+    the tool's JSON schema. ``sensitive`` names parameters that are never stored, ``ack`` is
+    said when the work takes a while, ``timeout`` fails the task past that many seconds and
+    ``resumable`` (background only) lets a crashed job be run again.
+    """
+
+    def wrap(f: ToolFn) -> ToolSpec:
+        return ToolSpec(
+            fn=f,
+            name=name or getattr(f, "__name__", "tool"),
+            pattern=pattern,
+            timeout=timeout,
+            ack=ack,
+            sensitive=frozenset(sensitive),
+            resumable=resumable,
+        )
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,1 @@
+"""Storage: typed models, the async engine and the TaskStore."""

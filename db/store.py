@@ -1,0 +1,559 @@
+"""TaskStore: the one way every part of frontdesk reads and writes tasks, events and calls.
+
+Writes go through a ``GroupWriter`` (one serialized writer, group commit) using SQLAlchemy Core
+statements built once at import; reads use their own engine so a long listing never waits on a
+commit. Each transition appends a task_event in the same transaction and, once committed, is
+passed to the observers (the plugin host's ``on_task_event``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from frontdesk.core.errors import TaskNotFound
+from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
+from frontdesk.db.models import FINISHED, Call, TaskEvent as TaskEventRow, utcnow
+from frontdesk.db.models import Task as TaskRow
+from frontdesk.db.writer import GroupWriter
+
+tasks = TaskRow.__table__
+events_t = TaskEventRow.__table__
+calls_t = Call.__table__
+
+# Which statuses may move to which. Transitions are compare-and-set on the current status, so a
+# cancel racing a finish has exactly one winner.
+ALLOWED_FROM: dict[str, tuple[str, ...]] = {
+    "running": ("queued",),
+    "succeeded": ("running",),
+    "failed": ("queued", "running"),
+    "cancelled": ("queued", "running"),
+    "queued": ("running",),  # a lease given up or reclaimed
+}
+
+_INSERT_TASK = insert(tasks).returning(*tasks.c)
+_INSERT_EVENT = insert(events_t)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+@dataclass(frozen=True)
+class Task:
+    """A row of ``tasks``; field names are DESIGN.md's column names."""
+
+    id: int
+    caller: str
+    session_id: str | None
+    department: str | None
+    tool: str
+    plugin: str | None
+    pattern: str
+    status: str
+    args: dict[str, Any] | None
+    result: Any
+    error: str | None
+    progress: float | None
+    progress_note: str | None
+    idempotency_key: str | None
+    attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    delivered_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Task:
+        m = row._mapping
+        data = {f.name: m[f.name] for f in fields(cls)}
+        for key in ("lease_expires_at", "created_at", "started_at", "finished_at", "delivered_at"):
+            data[key] = _aware(data[key])
+        return cls(**data)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """What ``on_task_event`` observers receive: one committed transition."""
+
+    task_id: int
+    caller: str
+    tool: str
+    plugin: str | None
+    department: str | None
+    pattern: str
+    status: str
+    note: str | None
+    progress: float | None
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
+
+
+def _event_for(task: Task, note: str | None, at: datetime) -> TaskEvent:
+    return TaskEvent(
+        task_id=task.id,
+        caller=task.caller,
+        tool=task.tool,
+        plugin=task.plugin,
+        department=task.department,
+        pattern=task.pattern,
+        status=task.status,
+        note=note,
+        progress=task.progress,
+        at=at,
+    )
+
+
+class TaskStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.read_engine: AsyncEngine = create_engine(url)
+        self.write_engine: AsyncEngine = (
+            create_engine(url, immediate=True) if is_sqlite(self.read_engine) else self.read_engine
+        )
+        self.observers: list[Callable[[TaskEvent], None]] = []
+        self._writer = GroupWriter(self.write_engine, self._notify)
+
+    @classmethod
+    async def open(cls, url: str) -> TaskStore:
+        """A store on ``url`` with its schema at the Alembic head."""
+        store = cls(url)
+        try:
+            await ensure_schema(store.write_engine)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @property
+    def dialect(self) -> str:
+        return self.read_engine.dialect.name
+
+    async def close(self) -> None:
+        await self._writer.aclose()
+        await self.read_engine.dispose()
+        if self.write_engine is not self.read_engine:
+            await self.write_engine.dispose()
+
+    def _notify(self, events: list[Any]) -> None:
+        for event in events:
+            for observer in self.observers:
+                observer(event)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        caller: str,
+        tool: str,
+        pattern: str,
+        status: str = "queued",
+        session_id: str | None = None,
+        department: str | None = None,
+        plugin: str | None = None,
+        args: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        lease_owner: str | None = None,
+        lease_seconds: float | None = None,
+        note: str | None = None,
+    ) -> Task:
+        now = utcnow()
+        values = dict(
+            caller=caller,
+            session_id=session_id,
+            department=department,
+            tool=tool,
+            plugin=plugin,
+            pattern=pattern,
+            status=status,
+            args=args,
+            idempotency_key=idempotency_key,
+            attempts=1 if status == "running" else 0,
+            lease_owner=lease_owner,
+            lease_expires_at=now + timedelta(seconds=lease_seconds) if lease_seconds else None,
+            created_at=now,
+            started_at=now if status == "running" else None,
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> Task:
+            task = Task.from_row((await conn.execute(_INSERT_TASK, values)).one())
+            await conn.execute(
+                _INSERT_EVENT, {"task_id": task.id, "at": now, "status": status, "note": note}
+            )
+            events.append(_event_for(task, note, now))
+            return task
+
+        return await self._writer.run(write)
+
+    async def transition(
+        self,
+        task_id: int,
+        status: str,
+        *,
+        note: str | None = None,
+        expect: Sequence[str] | None = None,
+        **values: Any,
+    ) -> Task | None:
+        """Move a task to ``status`` if it is in one of ``expect`` (default: every status that
+        may move there). Returns the updated task, or None if another writer got there first.
+        Extra keyword arguments set columns (result=, error=, delivered_at=, ...)."""
+        now = utcnow()
+        values["status"] = status
+        if status == "running":
+            values.setdefault("started_at", now)
+        if status in FINISHED:
+            values.setdefault("finished_at", now)
+            values.setdefault("lease_owner", None)
+            values.setdefault("lease_expires_at", None)
+        stmt = (
+            update(tasks)
+            .where(tasks.c.id == task_id, tasks.c.status.in_(expect or ALLOWED_FROM[status]))
+            .values(**values)
+            .returning(*tasks.c)
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
+            row = (await conn.execute(stmt)).one_or_none()
+            if row is None:
+                return None
+            task = Task.from_row(row)
+            await conn.execute(
+                _INSERT_EVENT, {"task_id": task_id, "at": now, "status": status, "note": note}
+            )
+            events.append(_event_for(task, note, now))
+            return task
+
+        return await self._writer.run(write)
+
+    async def set_progress(self, task_id: int, fraction: float, note: str = "") -> None:
+        now = utcnow()
+        stmt = (
+            update(tasks)
+            .where(tasks.c.id == task_id, tasks.c.status == "running")
+            .values(progress=fraction, progress_note=note[:500] or None)
+            .returning(*tasks.c)
+        )
+        label = f"progress {round(fraction * 100)}%" + (f": {note}" if note else "")
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> None:
+            row = (await conn.execute(stmt)).one_or_none()
+            if row is not None:
+                task = Task.from_row(row)
+                await conn.execute(
+                    _INSERT_EVENT,
+                    {"task_id": task_id, "at": now, "status": task.status, "note": label},
+                )
+                events.append(_event_for(task, label, now))
+
+        await self._writer.run(write)
+
+    async def mark_delivered(self, task_id: int, note: str = "delivered") -> bool:
+        """Set delivered_at once; False if it was already delivered (or never finished)."""
+        now = utcnow()
+        stmt = (
+            update(tasks)
+            .where(
+                tasks.c.id == task_id,
+                tasks.c.delivered_at.is_(None),
+                tasks.c.status.in_(FINISHED),
+            )
+            .values(delivered_at=now)
+            .returning(*tasks.c)
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> bool:
+            row = (await conn.execute(stmt)).one_or_none()
+            if row is None:
+                return False
+            task = Task.from_row(row)
+            await conn.execute(
+                _INSERT_EVENT, {"task_id": task_id, "at": now, "status": task.status, "note": note}
+            )
+            events.append(_event_for(task, note, now))
+            return True
+
+        return await self._writer.run(write)
+
+    # -- leases (the runner, and call-process heartbeats) ------------------------------------
+
+    async def claim(self, owner: str, lease_seconds: float) -> Task | None:
+        """Take the oldest queued background job under a lease, or None."""
+        now = utcnow()
+        pick = (
+            select(tasks.c.id)
+            .where(tasks.c.status == "queued", tasks.c.pattern == "background")
+            .order_by(tasks.c.id)
+            .limit(1)
+        )
+        if self.dialect == "postgresql":
+            pick = pick.with_for_update(skip_locked=True)
+        stmt = (
+            update(tasks)
+            .where(tasks.c.id == pick.scalar_subquery(), tasks.c.status == "queued")
+            .values(
+                status="running",
+                lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                attempts=tasks.c.attempts + 1,
+                started_at=now,
+            )
+            .returning(*tasks.c)
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
+            row = (await conn.execute(stmt)).one_or_none()
+            if row is None:
+                return None
+            task = Task.from_row(row)
+            note = f"claimed by {owner} (attempt {task.attempts})"
+            await conn.execute(
+                _INSERT_EVENT, {"task_id": task.id, "at": now, "status": "running", "note": note}
+            )
+            events.append(_event_for(task, note, now))
+            return task
+
+        return await self._writer.run(write)
+
+    async def renew(self, owner: str, lease_seconds: float, task_ids: Iterable[int] | None = None) -> set[int]:
+        """Extend ``owner``'s leases on running tasks; returns the ids still held (a task that
+        was cancelled or reclaimed meanwhile is missing from the answer)."""
+        now = utcnow()
+        cond = [tasks.c.lease_owner == owner, tasks.c.status == "running"]
+        if task_ids is not None:
+            ids = list(task_ids)
+            if not ids:
+                return set()
+            cond.append(tasks.c.id.in_(ids))
+        stmt = (
+            update(tasks)
+            .where(*cond)
+            .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+            .returning(tasks.c.id)
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> set[int]:
+            return {r[0] for r in (await conn.execute(stmt)).all()}
+
+        return await self._writer.run(write)
+
+    async def expired(self) -> list[Task]:
+        """Running tasks whose holder stopped renewing: its process died."""
+        now = utcnow()
+        stmt = select(tasks).where(
+            tasks.c.status == "running",
+            tasks.c.lease_expires_at.is_not(None),
+            tasks.c.lease_expires_at < now,
+        )
+        async with self.read_engine.connect() as conn:
+            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def release(self, owner: str, task_id: int, note: str) -> Task | None:
+        """Give a running job back to the queue (graceful shutdown or an expired lease)."""
+        return await self.transition(
+            task_id,
+            "queued",
+            note=note,
+            expect=("running",),
+            lease_owner=None,
+            lease_expires_at=None,
+            started_at=None,
+        )
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def get(self, task_id: int, *, caller: str | None = None) -> Task:
+        """The task, or ``TaskNotFound``; with ``caller`` another caller's task is not found."""
+        stmt = select(tasks).where(tasks.c.id == task_id)
+        if caller is not None:
+            stmt = stmt.where(tasks.c.caller == caller)
+        async with self.read_engine.connect() as conn:
+            row = (await conn.execute(stmt)).one_or_none()
+        if row is None:
+            raise TaskNotFound(task_id)
+        return Task.from_row(row)
+
+    async def list(
+        self,
+        *,
+        caller: str | None = None,
+        status: str | None = None,
+        tool: str | None = None,
+        pattern: str | None = None,
+        limit: int | None = 50,
+    ) -> list[Task]:
+        """Newest first."""
+        stmt = select(tasks).order_by(tasks.c.id.desc())
+        if caller is not None:
+            stmt = stmt.where(tasks.c.caller == caller)
+        if status is not None:
+            stmt = stmt.where(tasks.c.status == status)
+        if tool is not None:
+            stmt = stmt.where(tasks.c.tool == tool)
+        if pattern is not None:
+            stmt = stmt.where(tasks.c.pattern == pattern)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        async with self.read_engine.connect() as conn:
+            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def events(self, task_id: int) -> list[dict[str, Any]]:
+        stmt = select(events_t).where(events_t.c.task_id == task_id).order_by(events_t.c.id)
+        async with self.read_engine.connect() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [
+            {"at": _aware(r.at).isoformat(), "status": r.status, "note": r.note}  # type: ignore[union-attr]
+            for r in rows
+        ]
+
+    async def pending_followups(self, callers: Iterable[str]) -> list[Task]:
+        """Finished tasks nobody has told their caller about yet, oldest first."""
+        names = list(callers)
+        if not names:
+            return []
+        stmt = (
+            select(tasks)
+            .where(
+                tasks.c.caller.in_(names),
+                tasks.c.delivered_at.is_(None),
+                tasks.c.status.in_(FINISHED),
+            )
+            .order_by(tasks.c.id)
+        )
+        async with self.read_engine.connect() as conn:
+            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def find_by_key(self, key: str) -> Task | None:
+        async with self.read_engine.connect() as conn:
+            row = (
+                await conn.execute(select(tasks).where(tasks.c.idempotency_key == key))
+            ).one_or_none()
+        return Task.from_row(row) if row else None
+
+    async def recent_keys(self, caller: str, tool: str, prefix: str, since: datetime) -> list[Task]:
+        """Tasks of this caller and tool since ``since`` whose key starts with ``prefix``."""
+        stmt = (
+            select(tasks)
+            .where(
+                tasks.c.caller == caller,
+                tasks.c.tool == tool,
+                tasks.c.created_at >= since,
+                tasks.c.idempotency_key.like(prefix + "%"),
+            )
+            .order_by(tasks.c.id.desc())
+        )
+        async with self.read_engine.connect() as conn:
+            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def stats(self) -> list[dict[str, Any]]:
+        """Per department and status: count and median duration in seconds."""
+        stmt = select(
+            tasks.c.department, tasks.c.status, tasks.c.started_at, tasks.c.finished_at
+        ).where(tasks.c.status.in_(FINISHED))
+        groups: dict[tuple[str, str], list[float]] = {}
+        counts: dict[tuple[str, str], int] = {}
+        async with self.read_engine.connect() as conn:
+            async for r in await conn.stream(stmt):
+                key = (r.department or "-", r.status)
+                counts[key] = counts.get(key, 0) + 1
+                if r.started_at and r.finished_at:
+                    groups.setdefault(key, []).append(
+                        (_aware(r.finished_at) - _aware(r.started_at)).total_seconds()  # type: ignore[operator]
+                    )
+        out = []
+        for key in sorted(counts):
+            durations = sorted(groups.get(key, []))
+            median = durations[len(durations) // 2] if durations else None
+            out.append(
+                {"department": key[0], "status": key[1], "count": counts[key], "median_seconds": median}
+            )
+        return out
+
+    async def count(self, **where: Any) -> int:
+        stmt = select(func.count()).select_from(tasks)
+        for k, v in where.items():
+            stmt = stmt.where(tasks.c[k] == v)
+        async with self.read_engine.connect() as conn:
+            return int((await conn.execute(stmt)).scalar_one())
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def call_started(self, session_id: str, caller: str) -> None:
+        values = {"session_id": session_id, "caller": caller, "started_at": utcnow(), "handoffs": []}
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> None:
+            await conn.execute(insert(calls_t), values)
+
+        await self._writer.run(write)
+
+    async def call_handoff(self, session_id: str, from_: str | None, to: str) -> None:
+        entry = {"from": from_, "to": to, "at": utcnow().isoformat()}
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> None:
+            current = (
+                await conn.execute(
+                    select(calls_t.c.handoffs).where(calls_t.c.session_id == session_id)
+                )
+            ).scalar_one_or_none()
+            if current is not None:
+                await conn.execute(
+                    update(calls_t)
+                    .where(calls_t.c.session_id == session_id)
+                    .values(handoffs=[*current, entry])
+                )
+
+        await self._writer.run(write)
+
+    async def call_ended(self, session_id: str) -> None:
+        stmt = (
+            update(calls_t)
+            .where(calls_t.c.session_id == session_id, calls_t.c.ended_at.is_(None))
+            .values(ended_at=utcnow())
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> None:
+            await conn.execute(stmt)
+
+        await self._writer.run(write)
+
+    async def get_call(self, session_id: str) -> dict[str, Any] | None:
+        async with self.read_engine.connect() as conn:
+            row = (
+                await conn.execute(select(calls_t).where(calls_t.c.session_id == session_id))
+            ).one_or_none()
+        return dict(row._mapping) if row else None
+
+
+async def wait_for(
+    store: TaskStore, predicate: Callable[[], Any], timeout: float, interval: float = 0.05
+) -> Any:
+    """Poll an async predicate until it returns something truthy (used by tests and simulate)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await predicate()
+        if value or loop.time() >= deadline:
+            return value
+        await asyncio.sleep(interval)
+
+
+__all__ = ["ALLOWED_FROM", "Task", "TaskEvent", "TaskStore", "wait_for"]
