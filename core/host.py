@@ -185,6 +185,10 @@ def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] =
         if info.module is None:
             continue
         try:
+            # A plugin may bring hookspecs of its own (billing's payment gateway does), the
+            # way pytest_addhooks works: a module attribute naming a class or module of specs.
+            if (own := getattr(info.module, "frontdesk_hookspecs", None)) is not None:
+                pm.add_hookspecs(own)
             pm.register(info.module, name=info.name)
         except Exception as exc:
             info.errors.append(f"invalid hooks: {exc}")

@@ -40,6 +40,8 @@ class ToolContext:
     idempotency_key: str
     store: TaskStore
     run_ctx: Any = None  # livekit RunContext while a live turn is running, else None
+    hook: Any = None  # the plugin manager's hook relay, for plugin-defined hookspecs
+    settings: Any = None  # frontdesk.core.settings.Settings
 
     async def progress(self, fraction: float, note: str = "") -> None:
         """Record progress (0..1) on this task's row, where ``task_status`` can read it."""
