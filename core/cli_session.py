@@ -1,9 +1,143 @@
-"""Commands that run sessions: simulate, demo, console, runner, start, dev, doctor."""
+"""Commands that run sessions or jobs: simulate, demo, console and runner.
+
+livekit is imported inside each command, so the other commands stay fast.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from frontdesk.core.cli import fail, run_async
+from frontdesk.core.settings import Settings
+
+TOUR = Path(__file__).resolve().parent.parent / "examples" / "calls" / "tour.yaml"
+
+
+def _settings(db: str | None) -> Settings:
+    settings = Settings()
+    if db:
+        settings = settings.model_copy(update={"database_url": db})
+    from frontdesk.db.engine import parse_url
+
+    parse_url(settings.database_url)  # a malformed URL is an operator error, before any work
+    return settings
+
+
+def _quiet_logs() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("livekit", "livekit.agents"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def simulate(
+    scenarios: list[Path] = typer.Argument(..., help="Scenario YAML files, run concurrently."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
+    db: str | None = typer.Option(None, "--db", help="Database URL (default: FRONTDESK_DATABASE_URL)."),
+    callers: int = typer.Option(1, "--callers", min=1, help="Run N concurrent copies of each scenario."),
+) -> None:
+    """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
+    from frontdesk.core.errors import FrontdeskError
+    from frontdesk.core.scenario import load_scenario
+
+    try:
+        settings = _settings(db)
+        loaded = [load_scenario(p) for p in scenarios]
+    except FrontdeskError as exc:
+        raise fail(str(exc)) from None
+    failures = _run(loaded, settings, as_json, callers)
+    if failures:
+        for f in failures:
+            typer.echo(f"FAILED {f}", err=True)
+        raise typer.Exit(1)
+
+
+def _run(loaded: list[Any], settings: Settings, as_json: bool, callers: int) -> list[str]:
+    _quiet_logs()
+    from frontdesk.core import host
+    from frontdesk.core.render import transcript_line
+    from frontdesk.core.simulate import simulate as run_sim
+
+    registry = host.load(settings)
+
+    def emit(event: dict[str, Any]) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps(event, default=str) + "\n")
+            sys.stdout.flush()
+        else:
+            transcript_line(event)
+
+    return run_async(run_sim(loaded, settings, registry, emit, callers=callers))
+
+
+def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
+    """Simulate the bundled tour: every department, a hang-up and a follow-up."""
+    from frontdesk.core.scenario import load_scenario
+
+    settings = _settings(db)
+    path = TOUR if TOUR.exists() else Path("examples/calls/tour.yaml")
+    if not path.exists():
+        raise fail("the tour scenario examples/calls/tour.yaml is not here; run demo from a checkout")
+    scenario = load_scenario(path)
+    failures = _run([scenario], settings, False, 1)
+
+    async def table() -> list[Any]:
+        from frontdesk.db.store import TaskStore
+
+        store = await TaskStore.open(settings.database_url)
+        try:
+            return await store.list(caller=scenario.caller, limit=100)
+        finally:
+            await store.close()
+
+    from frontdesk.core.render import artifact_paths, console, task_table
+
+    rows = list(reversed(run_async(table())))
+    task_table(rows, title=f"tasks for {scenario.caller}")
+    for task in rows:
+        for path_ in artifact_paths(task.result):
+            console.print(f"report file: {path_}")
+    if failures:
+        for f in failures:
+            typer.echo(f"FAILED {f}", err=True)
+        raise typer.Exit(1)
+
+
+def runner(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
+    """Run the background-job runner on its own (scale out beside the workers)."""
+    _quiet_logs()
+    logging.getLogger("frontdesk").setLevel(logging.INFO)
+    settings = _settings(db)
+    run_async(run_runner(settings))
+
+
+async def run_runner(settings: Settings) -> None:
+    import signal
+
+    from frontdesk.core import host
+    from frontdesk.core.runner import Runner
+    from frontdesk.db.store import TaskStore
+
+    registry = host.load(settings)
+    store = await TaskStore.open(settings.database_url)
+    store.observers.append(registry.observe)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await Runner(store, registry, settings).run(stop)
+    finally:
+        await store.close()
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command()(simulate)
+    app.command()(demo)
+    app.command()(runner)

@@ -71,3 +71,31 @@ def stats_table(rows: list[dict[str, Any]]) -> None:
         med = r["median_seconds"]
         table.add_row(r["department"], r["status"], str(r["count"]), "" if med is None else f"{med:.3f}")
     console.print(table)
+
+
+COLORS = {"user": "cyan", "agent": "green", "handoff": "magenta", "task": "yellow"}
+
+
+def transcript_line(event: dict[str, Any]) -> None:
+    """One readable line of a simulated call, with the active agent on each spoken line."""
+    kind = event["type"]
+    t = f"[dim]{event.get('t', 0):6.2f}s {event.get('caller', '')}[/dim]"
+    if kind == "user":
+        console.print(f"{t} [cyan]caller[/cyan]: {event['text']}")
+    elif kind == "agent":
+        console.print(f"{t} [green]{event['agent']}[/green]: {event['text']}")
+    elif kind == "handoff":
+        console.print(f"{t} [magenta]handoff {event['from']} → {event['to']}[/magenta]")
+    elif kind == "task":
+        note = f" ({event['note']})" if event.get("note") else ""
+        console.print(f"{t} [yellow]task {event['task_id']} {event['tool']}: {event['status']}{note}[/yellow]")
+    elif kind == "tool_call":
+        console.print(f"{t} [dim]{event['agent']} calls {event['name']}({event['arguments']})[/dim]")
+    elif kind in ("interrupt", "interrupt_refused"):
+        console.print(f"{t} [red]{kind.replace('_', ' ')}[/red] {event.get('reason', '')}")
+    elif kind in ("session_start", "session_end"):
+        console.print(f"{t} [bold]{kind.replace('_', ' ')}[/bold]")
+    elif kind == "expect_failed":
+        console.print(f"{t} [bold red]{event['message']}[/bold red]")
+    elif kind == "followup":
+        console.print(f"{t} [dim]follow-up for task {event['task_id']} by {event['agent']}[/dim]")

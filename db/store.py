@@ -161,6 +161,11 @@ class TaskStore:
 
     # -- writes ---------------------------------------------------------------------------
 
+    async def run_write(self, write: Callable[[AsyncConnection, list[Any]], Any]) -> Any:
+        """Run ``write(conn, events)`` in the serialized writer (plugins' own tables, e.g. the
+        billing ledger, share its transactions and group commit); returns its result."""
+        return await self._writer.run(write)
+
     async def create(
         self,
         *,
@@ -212,11 +217,13 @@ class TaskStore:
         *,
         note: str | None = None,
         expect: Sequence[str] | None = None,
+        owner: str | None = None,
         **values: Any,
     ) -> Task | None:
         """Move a task to ``status`` if it is in one of ``expect`` (default: every status that
         may move there). Returns the updated task, or None if another writer got there first.
-        Extra keyword arguments set columns (result=, error=, delivered_at=, ...)."""
+        With ``owner``, only while that lease holder still holds it. Extra keyword arguments
+        set columns (result=, error=, delivered_at=, ...)."""
         now = utcnow()
         values["status"] = status
         if status == "running":
@@ -225,9 +232,12 @@ class TaskStore:
             values.setdefault("finished_at", now)
             values.setdefault("lease_owner", None)
             values.setdefault("lease_expires_at", None)
+        where = [tasks.c.id == task_id, tasks.c.status.in_(expect or ALLOWED_FROM[status])]
+        if owner is not None:
+            where.append(tasks.c.lease_owner == owner)
         stmt = (
             update(tasks)
-            .where(tasks.c.id == task_id, tasks.c.status.in_(expect or ALLOWED_FROM[status]))
+            .where(*where)
             .values(**values)
             .returning(*tasks.c)
         )

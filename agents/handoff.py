@@ -1,0 +1,50 @@
+"""Handoff tools and the context that travels with the caller between desks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from livekit.agents import RunContext, llm
+from livekit.agents.llm import function_tool
+
+if TYPE_CHECKING:
+    from frontdesk.core.session import CallRuntime
+
+
+def transfer_tools(runtime: CallRuntime, current: str) -> list[llm.Tool]:
+    """``transfer_to_<name>`` for every other desk, triage included, generated from the
+    registry so a plugin's department is reachable with no change to our code."""
+    tools = []
+    for dept in runtime.departments():
+        if dept.name == current:
+            continue
+        tools.append(_transfer_tool(runtime, dept.name, dept.description))
+    return tools
+
+
+def _transfer_tool(runtime: CallRuntime, target: str, description: str) -> llm.Tool:
+    schema = {
+        "name": f"transfer_to_{target}",
+        "description": f"Transfer the caller to the {target} desk, which {description}.",
+        "parameters": {"type": "object", "properties": {}},
+    }
+
+    async def handler(raw_arguments: dict[str, Any], context: RunContext) -> Any:
+        # Returning only the agent (no message) lets the new desk answer the request itself.
+        return await runtime.handoff(target)
+
+    return function_tool(handler, raw_schema=schema)
+
+
+def carried_context(history: llm.ChatContext, turns: int) -> llm.ChatContext:
+    """The last ``turns`` user/assistant messages: enough for the next desk not to ask again,
+    without dragging the previous desk's tool calls and instructions along."""
+    messages = [
+        item
+        for item in history.items
+        if item.type == "message" and item.role in ("user", "assistant") and item.text_content
+    ]
+    ctx = llm.ChatContext()
+    for item in messages[-turns * 2 :] if turns else []:
+        ctx.add_message(role=item.role, content=item.text_content or "")
+    return ctx

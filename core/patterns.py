@@ -1,0 +1,252 @@
+"""The four long-running patterns, as LiveKit function tools.
+
+A plugin author writes ``@tool(pattern=...)``; this module turns the ``ToolSpec`` into a raw
+LiveKit function tool whose handler does the plumbing for that pattern and writes every state
+change to the TaskStore. The decision table is in docs/patterns.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from livekit.agents import RunContext, llm
+from livekit.agents.llm import function_tool
+
+from frontdesk.core.errors import ToolError
+from frontdesk.core.tools import ToolContext, ToolSpec
+from frontdesk.db.models import utcnow
+from frontdesk.db.store import Task
+
+if TYPE_CHECKING:
+    from frontdesk.core.session import CallRuntime
+
+log = logging.getLogger("frontdesk.patterns")
+
+INTERRUPTED = "interrupted by caller"
+TIMEOUT = "timeout"
+SORRY = "Sorry, something went wrong with that. Please try again in a moment."
+STORE_DOWN = "Sorry, I can't do that right now; our records system isn't answering. Let's try again shortly."
+
+
+def function_tool_for(spec: ToolSpec, runtime: CallRuntime, department: str) -> llm.Tool:
+    schema = {"name": spec.name, "description": spec.description, "parameters": spec.json_schema()}
+
+    async def handler(raw_arguments: dict[str, Any], context: RunContext) -> Any:
+        return await run_tool(spec, runtime, department, raw_arguments, context)
+
+    return function_tool(handler, raw_schema=schema)
+
+
+def to_jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def for_llm(result: Any) -> str:
+    """What the LLM reads: text as is, anything else as compact JSON."""
+    if result is None:
+        return "Done."
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+async def execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Any:
+    """Run the tool body under its timeout. Shared by call processes and the runner."""
+    coro = spec.fn(ctx, **args)
+    if spec.timeout is None:
+        return await coro
+    try:
+        return await asyncio.wait_for(coro, spec.timeout)
+    except asyncio.TimeoutError:
+        raise _Timeout() from None
+
+
+class _Timeout(Exception):
+    pass
+
+
+def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
+    """(error to store, sentence for the caller). Unexpected errors keep details in the log
+    only: their text may hold internals the caller must not hear."""
+    if isinstance(exc, ToolError | llm.ToolError):
+        return str(exc), str(exc)
+    if isinstance(exc, _Timeout):
+        return TIMEOUT, f"Sorry, {spec.name.replace('_', ' ')} took too long, so I stopped it."
+    log.error("tool %s failed", spec.name, exc_info=exc)
+    return f"internal error: {type(exc).__name__}", SORRY
+
+
+def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
+    canonical = json.dumps([caller, tool, args], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+async def idempotency(runtime: CallRuntime, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, str, list[Task]]:
+    """(stable key, key for the new row, earlier attempts in the window, newest first).
+
+    The same tool, arguments and caller within the window are one logical call; they share
+    the stable key that a plugin hands to its side effects (a payment gateway), while each row
+    gets a unique suffixed copy because the column is unique.
+    """
+    digest = _digest(runtime.caller, spec.name, args)
+    if spec.pattern != "critical":
+        return f"{digest}.{int(utcnow().timestamp())}", "", []
+    since = utcnow() - timedelta(seconds=runtime.settings.idempotency_window_seconds)
+    prior = await runtime.store.recent_keys(runtime.caller, spec.name, digest, since)
+    if not prior:
+        key = f"{digest}.{int(utcnow().timestamp())}"
+        return key, key, []
+    base = (prior[-1].idempotency_key or "").split("#")[0]
+    return base, f"{base}#{len(prior) + 1}", prior
+
+
+async def run_tool(
+    spec: ToolSpec, runtime: CallRuntime, department: str, raw_args: Any, run_ctx: RunContext | None
+) -> Any:
+    store = runtime.store
+    common = dict(
+        caller=runtime.caller,
+        tool=spec.name,
+        pattern=spec.pattern,
+        session_id=runtime.session_id,
+        department=department,
+        plugin=spec.plugin,
+    )
+    try:
+        args = spec.validate(raw_args)
+    except ToolError as exc:
+        # Bad input still leaves a trace: a failed row saying what was wrong.
+        with contextlib.suppress(Exception):
+            shown = raw_args if isinstance(raw_args, dict) else {"raw": str(raw_args)}
+            row = await store.create(**common, status="running", args=spec.redact(shown))
+            await store.transition(row.id, "failed", error=str(exc), note="invalid arguments", delivered_at=utcnow())
+        raise llm.ToolError(str(exc)) from None
+
+    try:
+        stable_key, row_key, prior = await idempotency(runtime, spec, args)
+        if prior:
+            replay = await _replay(runtime, spec, prior)
+            if replay is not None:
+                return replay
+        if spec.pattern == "background":
+            row = await store.create(**common, status="queued", args=args, note="queued for the runner")
+            return background_ack(spec, row)
+        row = await store.create(
+            **common,
+            status="running",
+            args=spec.redact(args),
+            idempotency_key=row_key or None,
+            lease_owner=runtime.owner,
+            lease_seconds=runtime.settings.job_lease_seconds,
+        )
+    except llm.ToolError:
+        raise
+    except Exception:
+        log.exception("task store unavailable for %s", spec.name)
+        raise llm.ToolError(STORE_DOWN) from None
+
+    ctx = ToolContext(
+        caller=runtime.caller,
+        session_id=runtime.session_id,
+        task_id=row.id,
+        department=department,
+        idempotency_key=stable_key,
+        store=store,
+        run_ctx=run_ctx,
+        hook=runtime.registry.pm.hook,
+        settings=runtime.settings,
+    )
+    work = asyncio.ensure_future(execute(spec, ctx, args))
+    runtime.track(row.id, spec, work)
+
+    if spec.pattern == "fire_and_forget":
+        work.add_done_callback(lambda w: runtime.spawn(finish(runtime, spec, row.id, w)))
+        return spec.ack or "Okay, that's taken care of."
+
+    if spec.pattern == "critical":
+        if run_ctx is not None:
+            run_ctx.disallow_interruptions()
+        async with _ack(spec, runtime, run_ctx):
+            await asyncio.wait([work])
+        return await finish(runtime, spec, row.id, work)
+
+    # interruptible
+    if run_ctx is not None:
+        async with _ack(spec, runtime, run_ctx):
+            await run_ctx.speech_handle.wait_if_not_interrupted([work])
+        if run_ctx.speech_handle.interrupted and not work.done():
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work  # let the tool's own cleanup (close a request, stop a query) run
+            await store.transition(
+                row.id, "cancelled", error=INTERRUPTED, note=INTERRUPTED, delivered_at=utcnow()
+            )
+            runtime.untrack(row.id)
+            return None  # no stale result reaches the LLM
+    else:
+        await asyncio.wait([work])
+    return await finish(runtime, spec, row.id, work)
+
+
+@contextlib.asynccontextmanager
+async def _ack(spec: ToolSpec, runtime: CallRuntime, run_ctx: RunContext | None) -> AsyncIterator[None]:
+    """Say the tool's ``ack`` if its work is still running after the threshold."""
+    if spec.ack and run_ctx is not None:
+        async with run_ctx.with_filler(spec.ack, delay=runtime.settings.ack_after_seconds):
+            yield
+    else:
+        yield
+
+
+async def finish(runtime: CallRuntime, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]) -> Any:
+    """Record how ``work`` ended and return what the LLM should read (or raise ToolError)."""
+    store = runtime.store
+    runtime.untrack(task_id)
+    if work.cancelled():
+        await store.transition(task_id, "cancelled", error="cancelled", note="cancelled", delivered_at=utcnow())
+        return None
+    exc = work.exception()
+    try:
+        if exc is None:
+            result = to_jsonable(work.result())
+            await store.transition(task_id, "succeeded", result=result, delivered_at=utcnow())
+            return for_llm(result)
+        error, sentence = failure(exc, spec)
+        await store.transition(task_id, "failed", error=error, note=error, delivered_at=utcnow())
+    except Exception:
+        log.exception("could not record the end of task %s", task_id)
+        if exc is None:
+            return for_llm(work.result())
+        sentence = SORRY
+    if spec.pattern == "fire_and_forget":
+        return None  # errors are recorded, never raised into the session
+    raise llm.ToolError(sentence)
+
+
+async def _replay(runtime: CallRuntime, spec: ToolSpec, prior: list[Task]) -> str | None:
+    """A critical call repeated within the window: answer from the first, never redo it."""
+    done = next((t for t in prior if t.status == "succeeded"), None)
+    if done is not None:
+        log.info("critical %s replayed from task %s", spec.name, done.id)
+        return for_llm(done.result)
+    running = next((t for t in prior if t.status == "running"), None)
+    if running is not None:
+        inflight = runtime.inflight.get(running.id)
+        if inflight is not None:
+            await asyncio.wait([inflight[1]])
+            refreshed = await runtime.store.get(running.id)
+            if refreshed.status == "succeeded":
+                return for_llm(refreshed.result)
+        else:
+            raise llm.ToolError("That request is still being processed. I'll let you know when it completes.")
+    return None
+
+
+def background_ack(spec: ToolSpec, row: Task) -> str:
+    what = spec.ack or f"I've started {spec.name.replace('_', ' ')}"
+    return f"{what.rstrip('.')}; reference number {row.id}. I'll tell you when it's ready."

@@ -1,0 +1,168 @@
+"""The background-job runner: claims queued jobs under a lease and runs them by tool name.
+
+It loads the same plugins as the call processes and talks to them only through the store.
+``frontdesk runner`` runs one on its own; ``start``, ``simulate`` and ``console`` embed one.
+Leases are renewed while a job runs; a job whose runner died is re-queued (resumable, under
+the attempt limit) or failed with "interrupted by restart" by whichever runner notices first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from frontdesk.core.host import Registry
+from frontdesk.core.patterns import execute, failure, to_jsonable
+from frontdesk.core.settings import Settings
+from frontdesk.core.tools import ToolContext
+from frontdesk.db.store import Task, TaskStore
+
+log = logging.getLogger("frontdesk.runner")
+
+RESTART = "interrupted by restart"
+
+
+class Runner:
+    def __init__(self, store: TaskStore, registry: Registry, settings: Settings, owner: str | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.settings = settings
+        self.owner = owner or f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.jobs: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until ``stop`` is set, then give unfinished jobs back to the queue."""
+        log.info("runner %s started", self.owner)
+        await self.recover()
+        last_recover = asyncio.get_running_loop().time()
+        try:
+            while not stop.is_set():
+                claimed = None
+                if len(self.jobs) < self.settings.runner_concurrency:
+                    try:
+                        claimed = await self.store.claim(self.owner, self.settings.job_lease_seconds)
+                    except Exception:
+                        log.exception("claim failed; retrying")
+                if claimed is not None:
+                    self.jobs[claimed.id] = asyncio.create_task(self._run_job(claimed))
+                    continue
+                now = asyncio.get_running_loop().time()
+                if now - last_recover > self.settings.job_lease_seconds / 2:
+                    last_recover = now
+                    await self.recover()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    waiter = asyncio.ensure_future(self._wake.wait())
+                    stopper = asyncio.ensure_future(stop.wait())
+                    await asyncio.wait(
+                        [waiter, stopper],
+                        timeout=self.settings.runner_poll_seconds,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    waiter.cancel()
+                    stopper.cancel()
+                self._wake.clear()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Cancel running jobs and release their leases so another runner takes them at once."""
+        jobs = dict(self.jobs)
+        for job in jobs.values():
+            job.cancel()
+        for task_id, job in jobs.items():
+            with contextlib.suppress(BaseException):
+                await job
+            with contextlib.suppress(Exception):
+                await self.store.release(self.owner, task_id, note=f"released by {self.owner} at shutdown")
+        self.jobs.clear()
+
+    async def recover(self) -> list[Task]:
+        """Close or re-queue every running task whose lease expired (its process died)."""
+        handled = []
+        try:
+            expired = await self.store.expired()
+        except Exception:
+            log.exception("lease scan failed")
+            return handled
+        for task in expired:
+            spec = self.registry.tools.get(task.tool)
+            resumable = task.pattern == "background" and (spec is None or spec.resumable)
+            if resumable and task.attempts < self.settings.job_max_attempts:
+                done = await self.store.release(self.owner, task.id, note=f"lease expired ({task.lease_owner}); re-queued")
+            else:
+                done = await self.store.transition(
+                    task.id, "failed", error=RESTART, note=f"{RESTART} ({task.lease_owner})", expect=("running",)
+                )
+            if done is not None:
+                handled.append(done)
+        return handled
+
+    async def _run_job(self, job: Task) -> None:
+        try:
+            await self._execute(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job %s crashed the runner's bookkeeping", job.id)
+        finally:
+            self.jobs.pop(job.id, None)
+            self._wake.set()
+
+    async def _execute(self, job: Task) -> None:
+        spec = self.registry.tools.get(job.tool)
+        if spec is None or spec.pattern != "background":
+            await self._finish(job, "failed", error=f"no background tool named {job.tool!r} is loaded here")
+            return
+        ctx = ToolContext(
+            caller=job.caller,
+            session_id=job.session_id,
+            task_id=job.id,
+            department=job.department,
+            idempotency_key=f"job-{job.id}",
+            store=self.store,
+            hook=self.registry.pm.hook,
+            settings=self.settings,
+        )
+        work = asyncio.ensure_future(execute(spec, ctx, dict(job.args or {})))
+        lost = False
+        try:
+            while not work.done():
+                await asyncio.wait([work], timeout=self.settings.job_lease_seconds / 3)
+                if work.done():
+                    break
+                held = await self.store.renew(self.owner, self.settings.job_lease_seconds, [job.id])
+                if job.id not in held:
+                    lost = True  # cancelled by the caller or operator, or reclaimed
+                    work.cancel()
+                    with contextlib.suppress(BaseException):
+                        await work
+                    return
+        except asyncio.CancelledError:
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+            raise
+        if lost:
+            return
+        exc = work.exception()
+        if exc is None:
+            await self._finish(job, "succeeded", result=to_jsonable(work.result()))
+        else:
+            error, _ = failure(exc, spec)
+            await self._finish(job, "failed", error=error)
+
+    async def _finish(self, job: Task, status: str, **values: Any) -> None:
+        done = await self.store.transition(
+            job.id, status, expect=("running",), note=values.get("error"), owner=self.owner, **values
+        )
+        if done is None:
+            log.info("job %s was cancelled or reclaimed before it finished here", job.id)

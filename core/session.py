@@ -1,0 +1,243 @@
+"""Session wiring: one ``CallRuntime`` per call, tying an AgentSession to the store and plugins.
+
+The runtime owns the caller's identity, builds department agents, tracks in-turn work for
+heartbeats and shutdown, and delivers follow-ups the store reports as finished. It never talks
+to the runner except through the store (DESIGN.md, "Processes").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from livekit.agents import Agent, AgentSession
+
+from frontdesk.agents.department import DepartmentAgent
+from frontdesk.agents.handoff import carried_context
+from frontdesk.agents.triage import TRIAGE, triage_department
+from frontdesk.core.department import Department
+from frontdesk.core.followups import FollowupWatcher, followup_instructions
+from frontdesk.core.host import Registry
+from frontdesk.core.settings import Settings
+from frontdesk.core.tools import ToolSpec
+from frontdesk.db.models import utcnow
+from frontdesk.db.store import Task, TaskStore
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("frontdesk.session")
+
+GREETING = "Hello, you've reached the Harbor Light Hotel front desk. How can I help?"
+
+
+class CallRuntime:
+    def __init__(
+        self,
+        session: AgentSession,
+        *,
+        store: TaskStore,
+        registry: Registry,
+        settings: Settings,
+        caller: str,
+        session_id: str | None = None,
+        watcher: FollowupWatcher | None = None,
+    ) -> None:
+        self.session = session
+        self.store = store
+        self.registry = registry
+        self.settings = settings
+        self.caller = caller
+        self.session_id = session_id or f"call-{uuid.uuid4().hex[:12]}"
+        self.owner = f"call:{os.getpid()}:{self.session_id}"
+        self.watcher = watcher
+        self.current: str = TRIAGE
+        self.facts: dict[str, str] = {}
+        self.inflight: dict[int, tuple[ToolSpec, asyncio.Future[Any]]] = {}
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._delivering: set[int] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- departments and handoffs -----------------------------------------------------------
+
+    def departments(self) -> list[Department]:
+        return [self.triage_spec(), *self.registry.departments.values()]
+
+    def triage_spec(self) -> Department:
+        return triage_department(list(self.registry.departments.values()))
+
+    def make_agent(self, name: str, *, arrived_from: str | None = None) -> DepartmentAgent:
+        spec = self.triage_spec() if name == TRIAGE else self.registry.departments[name]
+        chat_ctx = None
+        if arrived_from is not None:
+            chat_ctx = carried_context(self.session.history, self.settings.context_turns)
+        return DepartmentAgent(spec, self, chat_ctx=chat_ctx, arrived_from=arrived_from)
+
+    async def handoff(self, target: str) -> Agent:
+        previous = self.current
+        self.emit({"type": "handoff", "from": previous, "to": target})
+        with contextlib.suppress(Exception):
+            await self.store.call_handoff(self.session_id, previous, target)
+        self.current = target
+        return self.make_agent(target, arrived_from=previous)
+
+    def entered(self, agent: DepartmentAgent) -> None:
+        self.current = agent.spec.name
+        # A department just became active: it may have follow-ups to speak.
+        if self.watcher is not None:
+            self.watcher.poke()
+
+    def caller_facts(self) -> str:
+        facts = {"caller id": self.caller, **self.facts}
+        return "Known about this caller: " + "; ".join(f"{k}: {v}" for k, v in facts.items())
+
+    async def greet(self, agent: DepartmentAgent) -> None:
+        # A fixed greeting costs no LLM request, so a scenario's first scripted reply answers
+        # the caller's first words. Pending results from earlier calls follow at once.
+        self.session.say(GREETING)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.store.call_started(self.session_id, self.caller)
+        self.session.on("conversation_item_added", self._on_item)
+        self.session.on("function_tools_executed", self._on_tools)
+        await self.session.start(self.make_agent(TRIAGE))
+        self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat")
+        if self.watcher is not None:
+            self.watcher.add(self)
+        self.emit({"type": "session_start", "caller": self.caller, "session_id": self.session_id})
+
+    async def shutdown(self, reason: str = "call ended") -> None:
+        """Let critical work finish, give fire-and-forget work a bounded wait, and close the
+        rest in the store with a reason, so nothing is left running."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.watcher is not None:
+            self.watcher.remove(self)
+        critical = [w for spec, w in self.inflight.values() if spec.pattern == "critical"]
+        if critical:
+            await asyncio.wait(critical)
+        forgettable = [w for spec, w in self.inflight.values() if spec.pattern == "fire_and_forget"]
+        if forgettable:
+            await asyncio.wait(forgettable, timeout=self.settings.fire_and_forget_grace_seconds)
+        if self._background:
+            await asyncio.wait(self._background, timeout=self.settings.fire_and_forget_grace_seconds)
+        for task_id, (_spec, work) in list(self.inflight.items()):
+            work.cancel()
+            with contextlib.suppress(Exception):
+                await self.store.transition(
+                    task_id, "failed", error=f"unfinished at {reason}", note=reason
+                )
+        self.inflight.clear()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        with contextlib.suppress(Exception):
+            await self.store.call_ended(self.session_id)
+        self.emit({"type": "session_end", "caller": self.caller, "session_id": self.session_id})
+
+    async def _heartbeat_loop(self) -> None:
+        # In-turn rows carry a lease too, so a runner can close them if this process dies.
+        interval = self.settings.job_lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            if self.inflight:
+                with contextlib.suppress(Exception):
+                    await self.store.renew(self.owner, self.settings.job_lease_seconds, list(self.inflight))
+
+    # -- in-turn work ------------------------------------------------------------------------
+
+    def track(self, task_id: int, spec: ToolSpec, work: asyncio.Future[Any]) -> None:
+        self.inflight[task_id] = (spec, work)
+
+    def untrack(self, task_id: int) -> None:
+        self.inflight.pop(task_id, None)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- follow-ups ----------------------------------------------------------------------------
+
+    def is_idle(self) -> bool:
+        return (
+            not self._closed
+            and self.session.current_speech is None
+            and self.session.agent_state in ("listening", "idle")
+        )
+
+    async def deliver(self, task: Task) -> bool:
+        """Speak one finished task; mark it delivered only if the speech was not interrupted."""
+        if task.id in self._delivering or self._closed:
+            return False
+        self._delivering.add(task.id)
+        try:
+            self.emit({"type": "followup", "task_id": task.id, "tool": task.tool, "agent": self.current})
+            handle = self.session.generate_reply(instructions=followup_instructions(task))
+            await handle
+            if handle.interrupted:
+                return False
+            return await self.store.mark_delivered(task.id, note=f"delivered by {self.current}")
+        finally:
+            self._delivering.discard(task.id)
+
+    # -- transcript ----------------------------------------------------------------------------
+
+    def emit(self, event: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            listener(event)
+
+    def _on_item(self, ev: Any) -> None:
+        item = ev.item
+        if getattr(item, "type", None) != "message" or not item.text_content:
+            return
+        if item.role == "user":
+            self.emit({"type": "user", "text": item.text_content})
+        elif item.role == "assistant":
+            self.emit({"type": "agent", "agent": self.current, "text": item.text_content})
+
+    def _on_tools(self, ev: Any) -> None:
+        for call, output in ev.zipped():
+            self.emit({"type": "tool_call", "agent": self.current, "name": call.name, "arguments": call.arguments})
+            if output is not None:
+                self.emit(
+                    {"type": "tool_output", "name": call.name, "output": output.output, "is_error": output.is_error}
+                )
+
+
+def now_iso() -> str:
+    return utcnow().isoformat()
+
+
+async def start_call(
+    session: AgentSession,
+    *,
+    store: TaskStore,
+    registry: Registry,
+    settings: Settings,
+    caller: str,
+    session_id: str | None = None,
+    watcher: FollowupWatcher | None = None,
+) -> CallRuntime:
+    """Wire a session for one caller and start it on the triage desk."""
+    runtime = CallRuntime(
+        session,
+        store=store,
+        registry=registry,
+        settings=settings,
+        caller=caller,
+        session_id=session_id,
+        watcher=watcher,
+    )
+    await runtime.start()
+    return runtime
