@@ -154,6 +154,23 @@ class CallRuntime:
                 with contextlib.suppress(Exception):
                     await self.store.renew(self.owner, self.settings.job_lease_seconds, list(self.inflight))
 
+    async def interrupt(self) -> bool:
+        """Barge in on the current turn, as a caller speaking over the agent does. Returns
+        False, and logs, when critical work refuses it (LiveKit may refuse silently)."""
+        critical = [i for i, (spec, w) in self.inflight.items() if spec.pattern == "critical" and not w.done()]
+        refused = bool(critical)
+        reason = f"critical work in progress (tasks {', '.join(map(str, critical))})"
+        try:
+            await self.session.interrupt()
+        except RuntimeError as exc:
+            refused, reason = True, str(exc)
+        if refused:
+            log.info("interruption refused for %s: %s", self.caller, reason)
+            self.emit({"type": "interrupt_refused", "reason": reason})
+        else:
+            self.emit({"type": "interrupt"})
+        return not refused
+
     # -- in-turn work ------------------------------------------------------------------------
 
     def track(self, task_id: int, spec: ToolSpec, work: asyncio.Future[Any]) -> None:

@@ -189,12 +189,8 @@ class CallDriver:
                 await self._finish_turn()
         elif step.kind == "interrupt":
             await asyncio.sleep(max(0.0, self.turn_started + step.value["after"] - time.monotonic()))
-            assert self.session is not None
-            try:
-                await self.session.interrupt()
-                self.emit({"type": "interrupt"})
-            except RuntimeError as exc:
-                self.emit({"type": "interrupt_refused", "reason": str(exc)})
+            assert self.runtime is not None
+            await self.runtime.interrupt()
             await self._finish_turn()
         elif step.kind == "wait":
             await self.wait(step.value)
