@@ -1,7 +1,144 @@
-"""``frontdesk plugins``: list, install and uninstall plugins."""
+"""``frontdesk plugins``: list, install and uninstall plugins.
+
+None of this imports livekit: listing loads plugins only far enough to ask their registration
+hooks, and install/uninstall hand over to pip in this same environment, the way ``llm
+install`` and ``datasette install`` do.
+"""
 
 from __future__ import annotations
 
+import importlib
+import json
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from pathlib import Path
+from typing import Any
+
 import typer
 
+from frontdesk.core.cli import fail
+
 app = typer.Typer(help="Plugins: list, install, uninstall.", no_args_is_help=True)
+
+# Unknown options go straight to pip (--no-deps, --index-url, --no-build-isolation, ...).
+PIP_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Show every plugin with its version, source, hooks, tools and errors.
+
+    Exits 0 even when a plugin is broken: reporting broken plugins is what this is for.
+    """
+    from frontdesk.core import host
+    from frontdesk.core.settings import Settings
+
+    registry = host.load(Settings())
+    # Ask register_commands against a throwaway app, so its errors and commands show too.
+    registry.add_commands(typer.Typer())
+    infos = [*registry.plugins.values(), *registry.skipped]
+    rows = [info.to_json(registry) for info in infos]
+    if as_json:
+        typer.echo(json.dumps({"plugins": rows, "conflicts": registry.conflicts}, indent=2))
+        return
+    _table(rows, registry.conflicts)
+
+
+def _table(rows: list[dict[str, Any]], conflicts: list[dict[str, str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="frontdesk plugins")
+    for column in ("name", "version", "source", "hooks", "tools per department", "errors"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        tools = "\n".join(f"{dept}: {', '.join(names)}" for dept, names in row["tools"].items())
+        if row["commands"]:
+            tools = "\n".join(filter(None, [tools, f"commands: {', '.join(row['commands'])}"]))
+        problems = Text("\n".join(row["errors"]), style="red")
+        if row["skipped"] and row["skipped"] not in row["errors"]:
+            problems = Text(f"skipped: {row['skipped']}", style="dim")
+        table.add_row(
+            Text(row["name"], style="dim" if row["skipped"] else "bold"),
+            row["version"] or "",
+            row["source"],
+            "\n".join(row["hooks"]),
+            tools,
+            problems,
+        )
+    console = Console()
+    console.print(table)
+    for c in conflicts:
+        console.print(
+            f"[yellow]conflict:[/] {c['kind']} {c['name']!r}: {c['winner']} wins over {c['loser']}"
+        )
+
+
+@app.command(context_settings=PIP_PASSTHROUGH)
+def install(
+    ctx: typer.Context,
+    target: str = typer.Argument(..., help="A package name, a path or a URL pip understands."),
+    upgrade: bool = typer.Option(False, "--upgrade", "-U", help="Upgrade if installed."),
+    editable: bool = typer.Option(False, "--editable", "-e", help="Install a path editable."),
+) -> None:
+    """Install a plugin into frontdesk's own environment with pip.
+
+    Extra options are passed to pip, e.g. ``--no-deps`` or ``--index-url URL``.
+    """
+    if Path(target).exists():  # a local path: make it unambiguous for pip
+        target = str(Path(target).resolve())
+    before = _plugin_names()
+    flags = [*(["--upgrade"] if upgrade else []), *ctx.args]
+    _pip("install", *flags, *(["--editable"] if editable else []), target)
+    importlib.invalidate_caches()
+    added = sorted(_plugin_names() - before)
+    if added:
+        typer.echo(f"installed plugin(s): {', '.join(added)}")
+    else:
+        typer.echo(f"installed {target}; it added no new frontdesk plugin (already there?)")
+
+
+@app.command(context_settings=PIP_PASSTHROUGH)
+def uninstall(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="A plugin name (as in `plugins list`) or a package."),
+) -> None:
+    """Uninstall a plugin's package from frontdesk's environment with pip."""
+    from frontdesk.core.host import BUILTINS
+
+    if name in BUILTINS or name.replace("_", "-").lower() == "frontdesk":
+        raise fail(f"{name} is built in; disable it with FRONTDESK_DISABLE_PLUGINS={name}")
+    package = _package_of(name)
+    if package is None:
+        raise fail(f"no installed plugin or package named {name!r}; see `frontdesk plugins list`")
+    _pip("uninstall", "--yes", *ctx.args, package)
+    typer.echo(f"uninstalled {package}")
+
+
+def _pip(*args: str) -> None:
+    # Output streams straight through: pip's own progress and errors are the useful detail.
+    command = [sys.executable, "-m", "pip", *args]
+    try:
+        code = subprocess.call(command)
+    except OSError as exc:
+        raise fail(f"could not run pip: {exc}") from None
+    if code != 0:
+        raise fail(f"pip {args[0]} failed with exit code {code} (see pip's output above)")
+
+
+def _plugin_names() -> set[str]:
+    return {ep.name for ep in entry_points(group="frontdesk")}
+
+
+def _package_of(name: str) -> str | None:
+    """The distribution to uninstall: the one behind plugin ``name``, else a package by name."""
+    for ep in entry_points(group="frontdesk"):
+        dist = getattr(ep, "dist", None)
+        if ep.name == name and dist is not None:
+            return str(dist.name)
+    try:
+        return str(distribution(name).metadata["Name"])
+    except PackageNotFoundError:
+        return None

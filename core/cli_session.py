@@ -41,6 +41,7 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
     db: str | None = typer.Option(None, "--db", help="Database URL (default: FRONTDESK_DATABASE_URL)."),
     callers: int = typer.Option(1, "--callers", min=1, help="Run N concurrent copies of each scenario."),
+    no_runner: bool = typer.Option(False, "--no-runner", help="Leave background jobs to a separate `frontdesk runner`."),
 ) -> None:
     """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
     from frontdesk.core.errors import FrontdeskError
@@ -51,14 +52,14 @@ def simulate(
         loaded = [load_scenario(p) for p in scenarios]
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
-    failures = _run(loaded, settings, as_json, callers)
+    failures = _run(loaded, settings, as_json, callers, runner=not no_runner)
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
         raise typer.Exit(1)
 
 
-def _run(loaded: list[Any], settings: Settings, as_json: bool, callers: int) -> list[str]:
+def _run(loaded: list[Any], settings: Settings, as_json: bool, callers: int, runner: bool = True) -> list[str]:
     _quiet_logs()
     from frontdesk.core import host
     from frontdesk.core.render import transcript_line
@@ -73,7 +74,7 @@ def _run(loaded: list[Any], settings: Settings, as_json: bool, callers: int) -> 
         else:
             transcript_line(event)
 
-    return run_async(run_sim(loaded, settings, registry, emit, callers=callers))
+    return run_async(run_sim(loaded, settings, registry, emit, callers=callers, runner=runner))
 
 
 def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:

@@ -1,17 +1,16 @@
 """The plugin host: one pluggy manager for built-in and third-party plugins.
 
 Built-ins (``frontdesk.plugins.<name>``) are registered by module first, then the ``frontdesk``
-entry-point group, the way pytest and datasette do it. Hooks are called one plugin at a time so
-that a plugin that fails to import, raises, hangs or registers something invalid is reported
-with its name and reason and left out, while everything else loads.
+entry-point group sorted by name, then any ``extra`` plugins; that order decides every "first
+one wins". Hooks are called one plugin at a time, each under a timeout, so a plugin that fails
+to import, raises, hangs, returns garbage or registers something invalid is reported with its
+name and reason and that part is left out, while everything else loads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import importlib
-import inspect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import pluggy
 
 from frontdesk.core import hookspecs
 from frontdesk.core.department import Department
+from frontdesk.core.observers import Observers, call_kwargs, in_thread
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 
@@ -30,31 +30,48 @@ log = logging.getLogger("frontdesk.plugins")
 BUILTINS = ("tasks", "search", "billing", "reports", "analytics")
 ALL = "*"
 TRIAGE = "triage"
+# Triage and the departments generate handoff tools with this prefix; a plugin tool with the
+# same name would make LiveKit reject the agent's tool list mid-call.
+RESERVED_PREFIX = "transfer_to_"
 
 
 @dataclass
 class PluginInfo:
     name: str
-    source: str  # "builtin" or "entry point"
+    source: str  # "builtin", "entry point" or "extra"
     version: str | None = None
     hooks: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     module: Any = None
+    distribution: str | None = None
+    commands: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why it was not loaded at all (deny/allow list, name taken)
+
+    @property
+    def status(self) -> str:
+        if self.skipped:
+            return "skipped"
+        return "failed" if self.module is None else "loaded"
 
     def to_json(self, registry: Registry) -> dict[str, Any]:
-        tools: dict[str, list[str]] = {}
+        tools: dict[str, list[str]] = {}  # department (or "*") -> this plugin's tools there
         for name, spec in registry.tools.items():
             if spec.plugin == self.name:
-                tools[name] = sorted(registry.tool_departments.get(name, []))
+                for dept in sorted(registry.tool_departments.get(name, ())):
+                    tools.setdefault(dept, []).append(name)
         return {
             "name": self.name,
             "version": self.version,
             "source": self.source,
+            "distribution": self.distribution,
+            "status": self.status,
+            "skipped": self.skipped,
             "hooks": self.hooks,
             "departments": sorted(
                 d.name for d in registry.departments.values() if d.plugin == self.name
             ),
             "tools": tools,
+            "commands": self.commands,
             "errors": self.errors,
         }
 
@@ -70,10 +87,15 @@ class Registry:
     # tool name -> department names it is offered in ("*" = every department, triage too)
     tool_departments: dict[str, set[str]] = field(default_factory=dict)
     hook_timeout: float = 5.0
+    skipped: list[PluginInfo] = field(default_factory=list)
+    # {"kind": "tool" | "department" | "plugin", "name", "winner", "loser"}
+    conflicts: list[dict[str, str]] = field(default_factory=list)
+    _observers: Observers | None = field(default=None, repr=False)
 
     @property
     def errors(self) -> list[str]:
-        return [f"{p.name}: {e}" for p in self.plugins.values() for e in p.errors]
+        every = [*self.plugins.values(), *self.skipped]
+        return [f"{p.name}: {e}" for p in every for e in p.errors]
 
     def tools_for(self, department: str) -> list[ToolSpec]:
         """Tools offered in ``department`` in registration order."""
@@ -85,47 +107,302 @@ class Registry:
         ]
 
     def observe(self, event: Any) -> None:
-        """Pass a committed task event to every ``on_task_event`` hook, in the background."""
-        impls = self.pm.hook.on_task_event.get_hookimpls()
-        if not impls:
-            return
+        """Queue a committed task event for every ``on_task_event`` hook; returns at once.
+
+        Safe to call from the store's writer: it never raises and never waits.
+        """
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        for impl in impls:
-            task = loop.create_task(self._run_observer(impl, event))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            if self._observers is None:
+                impls = _impls(self, "on_task_event")  # plugins are fixed once loaded
+                self._observers = Observers(impls, self.hook_timeout, self._report)
+            self._observers.put(event)
+        except Exception:
+            log.exception("on_task_event dispatch failed")
 
-    async def _run_observer(self, impl: Any, event: Any) -> None:
+    async def drain(self, timeout: float = 2.0) -> None:
+        """Wait up to ``timeout`` seconds for queued events to reach observers (at shutdown)."""
+        if self._observers is not None:
+            await self._observers.drain(timeout)
+
+    def _report(self, plugin: str, message: str) -> None:
+        if plugin in self.plugins:
+            self.plugins[plugin].errors.append(message)
+
+    def add_commands(self, cli: Any) -> None:
+        """Let every plugin's ``register_commands`` add to ``cli``, each isolated and timed."""
+        for impl in _impls(self, "register_commands"):
+            info = self.plugins[impl.plugin_name]
+            before = {id(c) for c in getattr(cli, "registered_commands", [])}
+            before |= {id(g) for g in getattr(cli, "registered_groups", [])}
+            if not _run_hook(self, info, impl, "register_commands", cli=cli):
+                continue
+            for c in [
+                *getattr(cli, "registered_commands", []),
+                *getattr(cli, "registered_groups", []),
+            ]:
+                if id(c) not in before:
+                    callback = getattr(c, "callback", None)
+                    default = getattr(callback, "__name__", "?").replace("_", "-")
+                    info.commands.append(getattr(c, "name", None) or default)
+
+
+def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] = ()) -> Registry:
+    """Discover plugins and build the registry. Never raises because of a plugin.
+
+    ``extra`` adds (name, module-or-object) plugins, as tests and embedders do; the deny-list
+    applies to them, the allow-list (which is for installed plugins) does not.
+    """
+    settings = settings or Settings()
+    pm = pluggy.PluginManager("frontdesk")
+    pm.add_hookspecs(hookspecs)
+    registry = Registry(pm=pm, hook_timeout=settings.hook_timeout_seconds)
+    allow = Settings.split(settings.load_plugins)
+    deny = set(Settings.split(settings.disable_plugins) or [])
+
+    for info, loader in _candidates(allow, deny, extra):
+        if not info.skipped and info.name in registry.plugins:
+            winner = registry.plugins[info.name]
+            info.skipped = f"name already taken by {winner.source} plugin {winner.name!r}"
+            info.errors.append(info.skipped)
+            registry.conflicts.append(
+                {"kind": "plugin", "name": info.name, "winner": winner.source, "loser": info.source}
+            )
+        if info.skipped:
+            registry.skipped.append(info)
+            continue
+        registry.plugins[info.name] = info
         try:
-            if inspect.iscoroutinefunction(impl.function):
-                await asyncio.wait_for(impl.function(event=event), self.hook_timeout)
-            else:
-                # A sync observer must never block the call's event loop.
-                await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(
-                        _observer_pool, lambda: impl.function(event=event)
-                    ),
-                    self.hook_timeout,
-                )
-        except Exception as exc:
-            log.warning("plugin %s: on_task_event failed: %r", impl.plugin_name, exc)
+            info.module = loader()
+        except (Exception, SystemExit) as exc:  # SystemExit at import must not stop us either
+            log.debug("plugin %s failed to import", info.name, exc_info=True)
+            info.errors.append(f"failed to import: {exc!r}")
+            continue
+        _register(registry, info)
+
+    _report_unknown_hooks(registry)
+    _collect(registry)
+    for err in registry.errors:
+        log.warning("plugin %s", err)
+    return registry
 
 
-_background: set[asyncio.Task[None]] = set()
-_observer_pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="frontdesk-observer")
-_hook_pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="frontdesk-hook")
+def _candidates(
+    allow: list[str] | None, deny: set[str], extra: Iterable[tuple[str, Any]]
+) -> Iterable[tuple[PluginInfo, Callable[[], Any]]]:
+    """Every plugin we know of, in load order, with how to import it (not yet imported)."""
+    for name in BUILTINS:
+        info = PluginInfo(name=name, source="builtin", version=_version("frontdesk"))
+        info.distribution = "frontdesk"
+        if name in deny:
+            info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
+        yield info, lambda name=name: importlib.import_module(f"frontdesk.plugins.{name}")
+
+    # Sorting makes "first one wins" independent of sys.path and install order.
+    def key(ep: Any) -> tuple[str, str, str]:
+        return (ep.name, _dist_name(ep) or "", ep.value)
+
+    for ep in sorted(entry_points(group="frontdesk"), key=key):
+        dist = _dist_name(ep)
+        info = PluginInfo(name=ep.name, source="entry point", version=_version(dist))
+        info.distribution = dist
+        if ep.name in deny:
+            info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
+        elif allow is not None and ep.name not in allow:
+            info.skipped = "not in FRONTDESK_LOAD_PLUGINS"
+        yield info, ep.load
+
+    for name, obj in extra:
+        info = PluginInfo(name=name, source="extra")
+        if name in deny:
+            info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
+        yield info, lambda obj=obj: obj
+
+
+def _register(registry: Registry, info: PluginInfo) -> None:
+    pm = registry.pm
+    try:
+        # A plugin may bring hookspecs of its own (billing's payment gateway does), the way
+        # pytest_addhooks works: a module attribute naming a class or module of specs.
+        if (own := getattr(info.module, "frontdesk_hookspecs", None)) is not None:
+            pm.add_hookspecs(own)
+        # pluggy validates every hookimpl before changing state, so a failure here leaves
+        # nothing half-registered.
+        pm.register(info.module, name=info.name)
+    except Exception as exc:
+        info.errors.append(f"invalid hooks: {exc}")
+        info.module = None
+        return
+    info.hooks = sorted(h.name for h in pm.get_hookcallers(info.module) or [])
+
+
+def _report_unknown_hooks(registry: Registry) -> None:
+    # A misspelt hook (register_tool) would otherwise do nothing, silently. Checked after every
+    # plugin is in, because a later plugin may add the spec.
+    for info in registry.plugins.values():
+        if info.module is None:
+            continue
+        for caller in registry.pm.get_hookcallers(info.module) or []:
+            if caller.has_spec():
+                continue
+            mine = [i for i in caller.get_hookimpls() if i.plugin_name == info.name]
+            if any(not i.optionalhook for i in mine):
+                info.errors.append(f"implements unknown hook {caller.name!r}")
+
+
+def _impls(registry: Registry, hook: str) -> list[Any]:
+    # pluggy calls the last registered first; we want load order for "first one wins".
+    order = list(registry.plugins)
+    caller = getattr(registry.pm.hook, hook, None)
+    impls = caller.get_hookimpls() if caller is not None else []
+    return sorted(impls, key=lambda i: order.index(i.plugin_name) if i.plugin_name in order else 0)
+
+
+def _collect(registry: Registry) -> None:
+    for impl in _impls(registry, "register_departments"):
+        info = registry.plugins[impl.plugin_name]
+        staged: list[Any] = []
+        if _run_hook(
+            registry,
+            info,
+            impl,
+            "register_departments",
+            register=lambda dept, _s=staged: _s.append(dept),
+        ):
+            for dept in staged:
+                _guarded(info, _add_department, registry, info, dept)
+
+    # Tools join departments after every plugin has registered its departments.
+    for impl in _impls(registry, "register_tools"):
+        info = registry.plugins[impl.plugin_name]
+        staged_tools: list[tuple[Any, Any]] = []
+
+        def add_tool(spec: Any, departments: Any = (ALL,), _s: list[Any] = staged_tools) -> None:
+            _s.append((spec, departments))
+
+        if _run_hook(registry, info, impl, "register_tools", register=add_tool):
+            for spec, departments in staged_tools:
+                _guarded(info, _add_joined_tool, registry, info, spec, departments)
+
+
+def _guarded(info: PluginInfo, fn: Callable[..., None], *args: Any) -> None:
+    # Garbage in a registration (a name that is an int, tools=None...) is that plugin's error.
+    try:
+        fn(*args)
+    except Exception as exc:
+        info.errors.append(f"registered something invalid: {exc!r}")
+
+
+def _add_department(registry: Registry, info: PluginInfo, dept: Any) -> None:
+    if not isinstance(dept, Department):
+        info.errors.append(f"registered {dept!r}, which is not a Department")
+        return
+    entries = list(dept.tools or [])
+    for t in entries:
+        if not isinstance(t, ToolSpec):
+            info.errors.append(
+                f"department {dept.name!r} lists {t!r}, which is not a @tool; left out"
+            )
+    dept.tools = [t for t in entries if isinstance(t, ToolSpec)]
+    if problems := dept.problems():
+        info.errors.extend(f"{p}; department left out" for p in problems)
+        return
+    if dept.name == TRIAGE or dept.name in registry.departments:
+        winner = "frontdesk" if dept.name == TRIAGE else registry.departments[dept.name].plugin
+        info.errors.append(
+            f"department {dept.name!r} is already registered by {winner!r}, which wins"
+        )
+        registry.conflicts.append(
+            {"kind": "department", "name": dept.name, "winner": str(winner), "loser": info.name}
+        )
+        return
+    dept.plugin = info.name
+    registry.departments[dept.name] = dept
+    # Invalid or conflicting tools are dropped one by one; the desk itself still opens.
+    dept.tools = [spec for spec in dept.tools if _add_tool(registry, info, spec, [dept.name])]
+
+
+def _add_joined_tool(registry: Registry, info: PluginInfo, spec: Any, departments: Any) -> None:
+    if not isinstance(spec, ToolSpec):
+        info.errors.append(f"registered {spec!r}, which is not a @tool")
+        return
+    wanted = [departments] if isinstance(departments, str) else list(departments)
+    known = {ALL, TRIAGE, *registry.departments}
+    for d in wanted:
+        if d not in known:
+            info.errors.append(
+                f"tool {spec.name!r}: department {d!r} is not registered; not offered there"
+            )
+    found = [d for d in wanted if d in known]
+    if not found:
+        info.errors.append(f"tool {spec.name!r} has no registered department; left out")
+        return
+    _add_tool(registry, info, spec, found)
+
+
+def _add_tool(registry: Registry, info: PluginInfo, spec: ToolSpec, departments: list[str]) -> bool:
+    """Offer ``spec`` in ``departments``; False (with the reason reported) when it is left out."""
+    problems = spec.problems()
+    if spec.name.startswith(RESERVED_PREFIX):
+        problems.append(f"tool name {spec.name!r} is reserved for handoffs ({RESERVED_PREFIX}*)")
+    if problems:
+        info.errors.extend(f"{p}; tool left out" for p in problems)
+        return False
+    existing = registry.tools.get(spec.name)
+    if existing is not None and existing is not spec:
+        info.errors.append(
+            f"tool {spec.name!r} conflicts with the one from plugin {existing.plugin!r}, "
+            "which was loaded first and wins"
+        )
+        registry.conflicts.append(
+            {"kind": "tool", "name": spec.name, "winner": str(existing.plugin), "loser": info.name}
+        )
+        log.warning("tool %r: plugin %s loses to %s", spec.name, info.name, existing.plugin)
+        return False
+    if existing is None:
+        spec.plugin = info.name
+        registry.tools[spec.name] = spec
+    registry.tool_departments.setdefault(spec.name, set()).update(departments)
+    return True
+
+
+def _run_hook(registry: Registry, info: PluginInfo, impl: Any, hook: str, **kwargs: Any) -> bool:
+    """Call one plugin's hook under the timeout; False (reported) if it raised, hung or
+    returned something. Hooks only call ``register``, so a return value means a mistake such as
+    ``return [Department(...)]`` and we refuse to guess."""
+    # Registrations are staged, so a failed hook's are dropped (commands go straight in).
+    dropped = "" if hook == "register_commands" else "; what it registered was left out"
+    try:
+        result = _call_with_timeout(
+            impl.function, registry.hook_timeout, **call_kwargs(impl, kwargs)
+        )
+    except _HookTimeout as exc:
+        info.errors.append(f"{hook} {exc}{dropped}")
+        return False
+    except Exception as exc:
+        info.errors.append(f"{hook} raised {exc!r}{dropped}")
+        return False
+    if result is not None:
+        shown = repr(result) if len(repr(result)) <= 120 else repr(result)[:117] + "..."
+        info.errors.append(f"{hook} returned {shown}; hooks return None{dropped}")
+        return False
+    return True
+
+
+class _HookTimeout(TimeoutError):
+    pass
 
 
 def _call_with_timeout(fn: Callable[..., Any], timeout: float, **kwargs: Any) -> Any:
     """Run a plugin hook, giving up after ``timeout`` seconds (the thread is abandoned)."""
-    future = _hook_pool.submit(fn, **kwargs)
     try:
-        return future.result(timeout=timeout)
+        return in_thread(fn, kwargs).result(timeout=timeout)
     except concurrent.futures.TimeoutError:
-        raise TimeoutError(f"hook did not return within {timeout:g}s") from None
+        raise _HookTimeout(f"did not return within {timeout:g}s") from None
+
+
+def _dist_name(ep: Any) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return getattr(dist, "name", None) if dist is not None else None
 
 
 def _version(dist_name: str | None) -> str | None:
@@ -137,150 +414,6 @@ def _version(dist_name: str | None) -> str | None:
         return version(dist_name)
     except Exception:
         return None
-
-
-def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] = ()) -> Registry:
-    """Discover plugins and build the registry. Never raises because of a plugin.
-
-    ``extra`` adds (name, module-or-object) plugins, as tests and embedders do.
-    """
-    settings = settings or Settings()
-    pm = pluggy.PluginManager("frontdesk")
-    pm.add_hookspecs(hookspecs)
-    registry = Registry(pm=pm, hook_timeout=settings.hook_timeout_seconds)
-    allow = Settings.split(settings.load_plugins)
-    deny = set(Settings.split(settings.disable_plugins) or [])
-
-    for name in BUILTINS:
-        if name in deny:
-            continue
-        info = PluginInfo(name=name, source="builtin", version=_version("frontdesk"))
-        try:
-            info.module = importlib.import_module(f"frontdesk.plugins.{name}")
-        except Exception as exc:
-            info.errors.append(f"failed to import: {exc!r}")
-        registry.plugins[name] = info
-
-    for ep in sorted(entry_points(group="frontdesk"), key=lambda e: e.name):
-        if ep.name in deny or (allow is not None and ep.name not in allow):
-            continue
-        if ep.name in registry.plugins:
-            log.warning("plugin %s: name already taken by a built-in; skipped", ep.name)
-            continue
-        dist = getattr(ep, "dist", None)
-        info = PluginInfo(
-            name=ep.name, source="entry point", version=_version(dist.name if dist else None)
-        )
-        try:
-            info.module = ep.load()
-        except BaseException as exc:  # SystemExit in a plugin must not stop us either
-            info.errors.append(f"failed to import: {exc!r}")
-        registry.plugins[ep.name] = info
-
-    for name, obj in extra:
-        if name not in deny:
-            registry.plugins[name] = PluginInfo(name=name, source="extra", module=obj)
-
-    for info in registry.plugins.values():
-        if info.module is None:
-            continue
-        try:
-            # A plugin may bring hookspecs of its own (billing's payment gateway does), the
-            # way pytest_addhooks works: a module attribute naming a class or module of specs.
-            if (own := getattr(info.module, "frontdesk_hookspecs", None)) is not None:
-                pm.add_hookspecs(own)
-            pm.register(info.module, name=info.name)
-        except Exception as exc:
-            info.errors.append(f"invalid hooks: {exc}")
-            info.module = None
-            continue
-        info.hooks = sorted(h.name for h in pm.get_hookcallers(info.module) or [])
-
-    _collect(registry)
-    for err in registry.errors:
-        log.warning("plugin %s", err)
-    return registry
-
-
-def _impls(registry: Registry, hook: str) -> list[Any]:
-    # pluggy calls the last registered first; we want registration order for "first one wins".
-    order = list(registry.plugins)
-    impls = getattr(registry.pm.hook, hook).get_hookimpls()
-    return sorted(impls, key=lambda i: order.index(i.plugin_name) if i.plugin_name in order else 0)
-
-
-def _collect(registry: Registry) -> None:
-    for impl in _impls(registry, "register_departments"):
-        info = registry.plugins[impl.plugin_name]
-        staged: list[Department] = []
-
-        def add_department(dept: Any, _staged: list[Department] = staged) -> None:
-            _staged.append(dept)
-
-        if not _run_hook(registry, info, impl, add_department):
-            continue
-        for dept in staged:
-            problems = (
-                dept.problems()
-                if isinstance(dept, Department)
-                else [f"registered {dept!r}, which is not a Department"]
-            )
-            if dept_name := getattr(dept, "name", None):
-                if dept_name == TRIAGE or dept_name in registry.departments:
-                    problems.append(f"department {dept_name!r} is already registered")
-            problems += [p for t in getattr(dept, "tools", []) if isinstance(t, ToolSpec) for p in t.problems()]
-            if problems:
-                info.errors.extend(problems)
-                continue
-            dept.plugin = info.name
-            registry.departments[dept.name] = dept
-            for spec in dept.tools:
-                _add_tool(registry, info, spec, [dept.name])
-
-    for impl in _impls(registry, "register_tools"):
-        info = registry.plugins[impl.plugin_name]
-        staged_tools: list[tuple[Any, list[str]]] = []
-
-        def add_tool(
-            spec: Any, departments: Iterable[str] = (ALL,), _staged: list[Any] = staged_tools
-        ) -> None:
-            _staged.append((spec, [departments] if isinstance(departments, str) else list(departments)))
-
-        if not _run_hook(registry, info, impl, add_tool):
-            continue
-        for spec, depts in staged_tools:
-            if not isinstance(spec, ToolSpec):
-                info.errors.append(f"registered {spec!r}, which is not a @tool")
-                continue
-            if problems := spec.problems():
-                info.errors.extend(problems)
-                continue
-            _add_tool(registry, info, spec, depts)
-
-
-def _run_hook(registry: Registry, info: PluginInfo, impl: Any, register: Callable[..., None]) -> bool:
-    try:
-        result = _call_with_timeout(impl.function, registry.hook_timeout, register=register)
-    except Exception as exc:
-        info.errors.append(f"{impl.function.__name__} raised {exc!r}")
-        return False
-    if result is not None:
-        info.errors.append(f"{impl.function.__name__} returned {result!r}; hooks call register()")
-        return False
-    return True
-
-
-def _add_tool(registry: Registry, info: PluginInfo, spec: ToolSpec, departments: list[str]) -> None:
-    existing = registry.tools.get(spec.name)
-    if existing is not None and existing is not spec:
-        info.errors.append(
-            f"tool {spec.name!r} conflicts with the one from plugin {existing.plugin!r}, which wins"
-        )
-        return
-    if existing is None:
-        spec.plugin = info.name
-        registry.tools[spec.name] = spec
-    registry.tool_departments.setdefault(spec.name, set()).update(departments)
 
 
 def department_names(registry: Registry) -> list[str]:

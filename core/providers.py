@@ -241,10 +241,11 @@ def build_llm(choice: Choice, env: Mapping[str, str] | None = None) -> Any:
 
         if env.get("GOOGLE_API_KEY"):
             return google.LLM(model=choice.model or "gemini-2.5-flash", api_key=env["GOOGLE_API_KEY"])
+        # Vertex AI: the project comes from the environment, credentials from ADC.
         return google.LLM(
             model=choice.model or "gemini-2.5-flash",
             vertexai=True,
-            project=env.get("GOOGLE_CLOUD_PROJECT"),
+            project=env["GOOGLE_CLOUD_PROJECT"],
         )
     raise ConfigError(f"cannot build LLM provider {choice.provider!r}")
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+# Piped output (CI logs, `| less`) keeps whole rows rather than rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _short(value: Any, width: int = 48) -> str:

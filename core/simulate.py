@@ -252,10 +252,16 @@ class CallDriver:
 
 
 async def simulate(
-    scenarios: list[Scenario], settings: Settings, registry: Registry, emit: Emit, *, callers: int = 1
+    scenarios: list[Scenario],
+    settings: Settings,
+    registry: Registry,
+    emit: Emit,
+    *,
+    callers: int = 1,
+    runner: bool = True,
 ) -> list[str]:
     """Run every scenario (``callers`` copies each) concurrently; returns the failures."""
-    env = await Environment.open(settings, registry)
+    env = await Environment.open(settings, registry, runner=runner)
     try:
         drivers = []
         for scenario in scenarios:

@@ -15,9 +15,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from frontdesk.core.errors import TaskNotFound
+from frontdesk.core.errors import FrontdeskError, TaskNotFound
 from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
 from frontdesk.db.models import FINISHED, Call, TaskEvent as TaskEventRow, utcnow
 from frontdesk.db.models import Task as TaskRow
@@ -39,6 +40,10 @@ ALLOWED_FROM: dict[str, tuple[str, ...]] = {
 
 _INSERT_TASK = insert(tasks).returning(*tasks.c)
 _INSERT_EVENT = insert(events_t)
+
+
+class StoreUnavailable(FrontdeskError):
+    """The database cannot be reached or opened."""
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -139,6 +144,12 @@ class TaskStore:
         store = cls(url)
         try:
             await ensure_schema(store.write_engine)
+        except (SQLAlchemyError, OSError) as exc:
+            await store.close()
+            reason = getattr(exc, "orig", None) or exc
+            raise StoreUnavailable(
+                f"cannot open database {store.read_engine.url.render_as_string(hide_password=True)}: {reason}"
+            ) from None
         except BaseException:
             await store.close()
             raise

@@ -498,3 +498,22 @@ def test_sample_kb_ships_enough_to_demo():
     assert 6 <= len(files) <= 10
     text = (search.DEFAULT_KB / "checkout.md").read_text()
     assert "Late checkout until 2 pm" in text
+
+
+async def test_web_search_never_logs_the_configured_url(store, caplog):
+    # Operators put API keys in the URL; failures are logged without it.
+    caplog.set_level("DEBUG")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with Loopback("500") as srv:
+        for url in (
+            f"{srv.url}?key=SECRET-KEY-123",
+            f"http://127.0.0.1:{port}/?key=SECRET-KEY-123",
+        ):
+            with pytest.raises(ToolError) as err:
+                await search_web.fn(await web_ctx(store, url), query="fireworks")
+            assert "SECRET" not in str(err.value)
+    # httpx itself logs request URLs at INFO; the app's logging setup keeps that logger quiet.
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("frontdesk")]
+    assert len(ours) == 2 and not any("SECRET" in m for m in ours)

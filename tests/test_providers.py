@@ -1,0 +1,219 @@
+"""Provider selection and the full provider matrix, built with dummy keys and never called."""
+
+from __future__ import annotations
+
+import pytest
+
+from frontdesk.core import providers
+from frontdesk.core.errors import ConfigError
+from frontdesk.core.settings import Settings
+
+ALL_KEYS = ("OPENAI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
+            "DEEPGRAM_API_KEY", "ELEVEN_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT")
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    for key in ALL_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    return monkeypatch
+
+
+@pytest.fixture
+def google_creds(tmp_path):
+    # Constructing the Google STT/TTS only records the path; the file is read on first use.
+    path = tmp_path / "service-account.json"
+    path.write_text('{"type": "service_account"}')
+    return str(path)
+
+
+@pytest.fixture
+def all_keys(clean_env, google_creds):
+    env = {
+        "OPENAI_API_KEY": "sk-dummy",
+        "GOOGLE_API_KEY": "g-dummy",
+        "GOOGLE_APPLICATION_CREDENTIALS": google_creds,
+        "DEEPGRAM_API_KEY": "dg-dummy",
+        "ELEVEN_API_KEY": "el-dummy",
+    }
+    for k, v in env.items():
+        clean_env.setenv(k, v)
+    return env
+
+
+# -- selection ------------------------------------------------------------------------------
+
+
+def test_auto_with_no_keys_is_offline_text(clean_env):
+    choices = providers.select_all(Settings(), {})
+    assert choices.llm.provider == "offline"
+    assert choices.stt.provider == "none" and choices.tts.provider == "none"
+    assert not choices.voice
+    assert "OPENAI_API_KEY" in choices.llm.reason and "GOOGLE_API_KEY" in choices.llm.reason
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"OPENAI_API_KEY": "x"}, ("openai:gpt-4.1-mini", "openai:gpt-4o-mini-transcribe", "openai:ash")),
+        ({"GOOGLE_API_KEY": "x"}, ("google:gemini-2.5-flash", "none", "none")),
+        ({"DEEPGRAM_API_KEY": "x", "ELEVEN_API_KEY": "y"}, ("offline", "deepgram:nova-3", "elevenlabs")),
+        (
+            {"OPENAI_API_KEY": "x", "DEEPGRAM_API_KEY": "y", "ELEVEN_API_KEY": "z"},
+            ("openai:gpt-4.1-mini", "deepgram:nova-3", "elevenlabs"),
+        ),
+    ],
+)
+def test_auto_prefers_what_keys_allow(clean_env, env, expected):
+    choices = providers.select_all(Settings(), env)
+    assert tuple(c.label() for c in choices) == expected
+    for c in choices:
+        if c.enabled:
+            assert c.reason.startswith("auto:") and c.key_env in c.reason
+
+
+def test_auto_google_speech_needs_an_existing_credentials_file(clean_env, google_creds):
+    assert providers.select("stt", "auto", {"GOOGLE_APPLICATION_CREDENTIALS": "/nope.json"}).provider == "none"
+    assert providers.select("stt", "auto", {"GOOGLE_APPLICATION_CREDENTIALS": google_creds}).provider == "google"
+
+
+def test_explicit_forms():
+    env = {"OPENAI_API_KEY": "k", "GOOGLE_API_KEY": "k", "DEEPGRAM_API_KEY": "k", "ELEVEN_API_KEY": "k"}
+    assert providers.select("llm", "openai:gpt-4.1-mini", env).model == "gpt-4.1-mini"
+    assert providers.select("llm", "google:gemini-2.5-flash", env).model == "gemini-2.5-flash"
+    assert providers.select("llm", "openai", env).model == "gpt-4.1-mini"
+    assert providers.select("stt", "deepgram:nova-3", env).model == "nova-3"
+    assert providers.select("tts", "elevenlabs:VOICE42", env).voice == "VOICE42"
+    assert providers.select("tts", "openai:coral", env).voice == "coral"
+    assert providers.select("llm", "offline", env).provider == "offline"
+    assert providers.select("stt", "none", env).provider == "none"
+    assert providers.select("tts", "offline", env).provider == "none"  # offline = text for TTS
+
+
+@pytest.mark.parametrize(
+    "kind, value, var",
+    [
+        ("llm", "openai:gpt-4.1-mini", "OPENAI_API_KEY"),
+        ("llm", "google:gemini-2.5-flash", "GOOGLE_API_KEY"),
+        ("stt", "deepgram:nova-3", "DEEPGRAM_API_KEY"),
+        ("stt", "google", "GOOGLE_APPLICATION_CREDENTIALS"),
+        ("tts", "elevenlabs:abc", "ELEVEN_API_KEY"),
+        ("tts", "openai", "OPENAI_API_KEY"),
+    ],
+)
+def test_missing_key_is_one_clear_message(kind, value, var):
+    with pytest.raises(ConfigError) as err:
+        providers.select(kind, value, {})
+    message = str(err.value)
+    assert "\n" not in message
+    assert var in message and f"FRONTDESK_{kind.upper()}={value}" in message
+    assert "auto" in message and providers.OFFLINE[kind] in message  # the alternatives
+
+
+def test_unknown_provider_lists_options():
+    with pytest.raises(ConfigError, match="unknown LLM provider 'anthropic'.*openai, google, offline, auto"):
+        providers.select("llm", "anthropic:claude", {})
+
+
+def test_settings_values_flow_through(clean_env):
+    clean_env.setenv("FRONTDESK_LLM", "offline")
+    clean_env.setenv("FRONTDESK_TTS", "elevenlabs:V1")
+    with pytest.raises(ConfigError, match="ELEVEN_API_KEY"):
+        providers.select_all(Settings(), {"OPENAI_API_KEY": "x"})
+    choices = providers.select_all(Settings(), {"OPENAI_API_KEY": "x", "ELEVEN_API_KEY": "y"})
+    assert choices.llm.provider == "offline" and choices.tts.label() == "elevenlabs:V1"
+
+
+def test_dotenv_keys_are_seen_and_exported(clean_env, tmp_path):
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\nUNRELATED=1\n")
+    env = providers.provider_env()
+    assert env == {"OPENAI_API_KEY": "sk-from-dotenv"}
+    assert providers.export_dotenv_keys() == ["OPENAI_API_KEY"]
+    import os
+
+    assert os.environ["OPENAI_API_KEY"] == "sk-from-dotenv"
+    clean_env.setenv("OPENAI_API_KEY", "sk-real")  # the environment wins over .env
+    assert providers.provider_env()["OPENAI_API_KEY"] == "sk-real"
+
+
+def test_choices_repr_hides_keys():
+    choices = providers.select_all(Settings(llm="openai"), {"OPENAI_API_KEY": "sk-SECRET123"})
+    assert "sk-SECRET123" not in repr(choices)
+
+
+# -- the matrix: real plugin objects, dummy keys, no calls -------------------------------------
+
+
+def test_llm_matrix(all_keys):
+    from livekit.plugins import google, openai
+
+    env = providers.provider_env()
+    o = providers.build_llm(providers.select("llm", "openai:gpt-4.1-mini", env), env)
+    assert isinstance(o, openai.LLM) and o.model == "gpt-4.1-mini"
+    o2 = providers.build_llm(providers.select("llm", "openai:gpt-4o", env), env)
+    assert o2.model == "gpt-4o"
+    g = providers.build_llm(providers.select("llm", "google:gemini-2.5-flash", env), env)
+    assert isinstance(g, google.LLM) and g.model == "gemini-2.5-flash"
+
+
+def test_stt_matrix(all_keys, google_creds):
+    from livekit.plugins import deepgram, google, openai
+
+    env = providers.provider_env()
+    d = providers.build_stt(providers.select("stt", "deepgram:nova-3", env), env)
+    assert isinstance(d, deepgram.STT) and d.model == "nova-3"
+    o = providers.build_stt(providers.select("stt", "openai", env), env)
+    assert isinstance(o, openai.STT) and o.model == "gpt-4o-mini-transcribe"
+    g = providers.build_stt(providers.select("stt", "google", env), env)
+    assert isinstance(g, google.STT) and g.model == "latest_long"
+    assert g._credentials_file == google_creds  # explicit file: no default-credentials probe
+    assert providers.build_stt(providers.select("stt", "none", env), env) is None
+
+
+def test_tts_matrix(all_keys):
+    from livekit.plugins import elevenlabs, google, openai
+
+    env = providers.provider_env()
+    e = providers.build_tts(providers.select("tts", "elevenlabs:VOICE42", env), env)
+    assert isinstance(e, elevenlabs.TTS) and e._opts.voice_id == "VOICE42"
+    assert e.model == "eleven_turbo_v2_5"
+    e_default = providers.build_tts(providers.select("tts", "elevenlabs", env), env)
+    assert e_default._opts.voice_id == elevenlabs.tts.DEFAULT_VOICE_ID
+    o = providers.build_tts(providers.select("tts", "openai:coral", env), env)
+    assert isinstance(o, openai.TTS) and o._opts.voice == "coral" and o.model == "gpt-4o-mini-tts"
+    g = providers.build_tts(providers.select("tts", "google:en-US-Chirp3-HD-Puck", env), env)
+    assert isinstance(g, google.TTS) and g._opts.voice.name == "en-US-Chirp3-HD-Puck"
+    assert g.model == "chirp_3"  # the plugin picks chirp_3 for a Chirp 3 voice
+    assert providers.build_tts(providers.select("tts", "none", env), env) is None
+
+
+def test_vad_loads_from_the_wheel():
+    from livekit.plugins import silero
+
+    assert isinstance(providers.build_vad(), silero.VAD)
+
+
+def test_build_all_gives_agent_session_kwargs(all_keys):
+    from livekit.agents import AgentSession
+
+    settings = Settings(llm="openai", stt="deepgram", tts="elevenlabs")
+    built = providers.build(providers.select_all(settings), vad=None)
+    kwargs = built.session_kwargs()
+    assert set(kwargs) == {"llm", "stt", "tts", "vad"} and kwargs["vad"] is not None
+    AgentSession(**kwargs)  # accepted as is
+
+    text_only = providers.build(providers.select_all(Settings(llm="openai", stt="none", tts="none")))
+    assert set(text_only.session_kwargs()) == {"llm"}
+    AgentSession(**text_only.session_kwargs())
+
+
+def test_offline_llm_is_the_brain(clean_env):
+    brain = pytest.importorskip("frontdesk.core.brain")  # the lead's module
+    llm = providers.build_llm(providers.select("llm", "offline", {}), {})
+    assert isinstance(llm, brain.OfflineBrain)
+
+
+def test_import_plugins_lists_the_needed_modules(all_keys):
+    choices = providers.select_all(Settings(llm="openai", stt="deepgram", tts="openai"))
+    assert providers.import_plugins(choices) == ["livekit.plugins.openai", "livekit.plugins.deepgram"]

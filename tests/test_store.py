@@ -1,0 +1,133 @@
+"""The TaskStore on SQLite: every transition, its events, leases, follow-ups and calls."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from frontdesk.core.errors import TaskNotFound
+from frontdesk.db.models import utcnow
+from frontdesk.db.store import ALLOWED_FROM, TaskStore
+
+
+async def test_create_and_every_allowed_transition(store: TaskStore):
+    seen = []
+    store.observers.append(seen.append)
+    for target, sources in ALLOWED_FROM.items():
+        for source in sources:
+            task = await store.create(caller="c", tool="t", pattern="background", status=source)
+            done = await store.transition(task.id, target, note=f"{source}->{target}")
+            assert done is not None and done.status == target, (source, target)
+            events = await store.events(task.id)
+            assert [e["status"] for e in events] == [source, target]
+            assert events[-1]["note"] == f"{source}->{target}"
+            if target in ("succeeded", "failed", "cancelled"):
+                assert done.finished_at is not None and done.lease_owner is None
+    assert len(seen) == 2 * sum(len(v) for v in ALLOWED_FROM.values())
+    assert {e.status for e in seen} >= {"queued", "running", "succeeded", "failed", "cancelled"}
+
+
+async def test_forbidden_transitions_are_refused_without_an_event(store: TaskStore):
+    task = await store.create(caller="c", tool="t", pattern="critical", status="running")
+    assert await store.transition(task.id, "succeeded", result={"ok": True})
+    for target in ("running", "failed", "cancelled", "succeeded", "queued"):
+        assert await store.transition(task.id, target) is None
+    assert [e["status"] for e in await store.events(task.id)] == ["running", "succeeded"]
+    assert (await store.get(task.id)).result == {"ok": True}
+
+
+async def test_cancel_racing_finish_has_one_winner(store: TaskStore):
+    task = await store.create(caller="c", tool="t", pattern="background", status="running")
+    results = await asyncio.gather(
+        store.transition(task.id, "succeeded"), store.transition(task.id, "cancelled")
+    )
+    assert sum(r is not None for r in results) == 1
+    assert len(await store.events(task.id)) == 2
+
+
+async def test_get_list_filters_and_caller_isolation(store: TaskStore):
+    a = await store.create(caller="alice", tool="search", pattern="interruptible", status="running")
+    await store.create(caller="bob", tool="pay", pattern="critical", status="running")
+    await store.transition(a.id, "succeeded")
+    assert [t.caller for t in await store.list(caller="alice")] == ["alice"]
+    assert [t.tool for t in await store.list(status="running")] == ["pay"]
+    assert [t.caller for t in await store.list(tool="search")] == ["alice"]
+    assert len(await store.list(limit=1)) == 1
+    with pytest.raises(TaskNotFound):
+        await store.get(a.id, caller="bob")
+    with pytest.raises(TaskNotFound):
+        await store.get(999)
+
+
+async def test_followups_and_mark_delivered_once(store: TaskStore):
+    job = await store.create(caller="alice", tool="report", pattern="background")
+    assert await store.pending_followups(["alice"]) == []
+    await store.claim("runner-1", 30)
+    await store.transition(job.id, "succeeded", result={"summary": "ok"})
+    assert [t.id for t in await store.pending_followups(["alice"])] == [job.id]
+    assert await store.pending_followups(["bob"]) == []
+    assert await store.mark_delivered(job.id, note="delivered by triage")
+    assert not await store.mark_delivered(job.id)
+    assert await store.pending_followups(["alice"]) == []
+    assert (await store.events(job.id))[-1]["note"] == "delivered by triage"
+
+
+async def test_claim_lease_renew_and_expiry(store: TaskStore):
+    job = await store.create(caller="c", tool="report", pattern="background")
+    await store.create(caller="c", tool="x", pattern="interruptible", status="running")
+    claimed = await store.claim("r1", 30)
+    assert claimed is not None and claimed.id == job.id and claimed.attempts == 1
+    assert claimed.lease_owner == "r1" and claimed.lease_expires_at > utcnow()
+    assert await store.claim("r2", 30) is None  # nothing else queued; in-turn rows are not jobs
+    assert await store.renew("r1", 30, [job.id]) == {job.id}
+    assert await store.renew("r2", 30, [job.id]) == set()
+    assert await store.expired() == []
+    assert await store.renew("r1", -1, [job.id]) == {job.id}  # lease now in the past
+    assert [t.id for t in await store.expired()] == [job.id]
+    released = await store.release("r1", job.id, note="re-queued")
+    assert released.status == "queued" and released.lease_owner is None
+    again = await store.claim("r2", 30)
+    assert again.attempts == 2 and again.lease_owner == "r2"
+
+
+async def test_owner_guard_on_finish(store: TaskStore):
+    await store.create(caller="c", tool="report", pattern="background")
+    job = await store.claim("r1", 30)
+    assert await store.transition(job.id, "succeeded", owner="r2") is None
+    assert await store.transition(job.id, "succeeded", owner="r1") is not None
+
+
+async def test_group_commit_batches_concurrent_writers(store: TaskStore):
+    before = store._writer.commits
+    rows = await asyncio.gather(*(store.create(caller=f"c{i}", tool="t", pattern="background") for i in range(200)))
+    assert len({r.id for r in rows}) == 200
+    assert store._writer.commits - before < 50
+    assert await store.count(status="queued") == 200
+
+
+async def test_recent_keys_window(store: TaskStore):
+    await store.create(caller="c", tool="pay", pattern="critical", status="running", idempotency_key="abc.1")
+    await store.create(caller="c", tool="pay", pattern="critical", status="running", idempotency_key="abd.1")
+    since = utcnow() - timedelta(seconds=60)
+    assert [t.idempotency_key for t in await store.recent_keys("c", "pay", "abc", since)] == ["abc.1"]
+    assert await store.recent_keys("c", "pay", "abc", utcnow() + timedelta(seconds=1)) == []
+
+
+async def test_calls_and_handoffs(store: TaskStore):
+    await store.call_started("s1", "alice")
+    await store.call_handoff("s1", "triage", "billing")
+    await store.call_handoff("s1", "billing", "triage")
+    await store.call_ended("s1")
+    call = await store.get_call("s1")
+    assert call["caller"] == "alice" and call["ended_at"] is not None
+    assert [(h["from"], h["to"]) for h in call["handoffs"]] == [("triage", "billing"), ("billing", "triage")]
+
+
+async def test_sqlite_pragmas(store: TaskStore):
+    async with store.read_engine.connect() as conn:
+        mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
+        fk = (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar()
+        busy = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+    assert (mode, fk) == ("wal", 1) and busy >= 5000
