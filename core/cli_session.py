@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-
 from frontdesk.core.cli import fail, run_async
 from frontdesk.core.settings import Settings
 
@@ -39,9 +38,15 @@ def _quiet_logs() -> None:
 def simulate(
     scenarios: list[Path] = typer.Argument(..., help="Scenario YAML files, run concurrently."),
     as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
-    db: str | None = typer.Option(None, "--db", help="Database URL (default: FRONTDESK_DATABASE_URL)."),
-    callers: int = typer.Option(1, "--callers", min=1, help="Run N concurrent copies of each scenario."),
-    no_runner: bool = typer.Option(False, "--no-runner", help="Leave background jobs to a separate `frontdesk runner`."),
+    db: str | None = typer.Option(
+        None, "--db", help="Database URL (default: FRONTDESK_DATABASE_URL)."
+    ),
+    callers: int = typer.Option(
+        1, "--callers", min=1, help="Run N concurrent copies of each scenario."
+    ),
+    no_runner: bool = typer.Option(
+        False, "--no-runner", help="Leave background jobs to a separate `frontdesk runner`."
+    ),
 ) -> None:
     """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
     from frontdesk.core.errors import FrontdeskError
@@ -59,7 +64,9 @@ def simulate(
         raise typer.Exit(1)
 
 
-def _run(loaded: list[Any], settings: Settings, as_json: bool, callers: int, runner: bool = True) -> list[str]:
+def _run(
+    loaded: list[Any], settings: Settings, as_json: bool, callers: int, runner: bool = True
+) -> list[str]:
     _quiet_logs()
     from frontdesk.core import host
     from frontdesk.core.render import transcript_line
@@ -84,7 +91,9 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
     settings = _settings(db)
     path = TOUR if TOUR.exists() else Path("examples/calls/tour.yaml")
     if not path.exists():
-        raise fail("the tour scenario examples/calls/tour.yaml is not here; run demo from a checkout")
+        raise fail(
+            "the tour scenario examples/calls/tour.yaml is not here; run demo from a checkout"
+        )
     scenario = load_scenario(path)
     failures = _run([scenario], settings, False, 1)
 
@@ -138,7 +147,34 @@ async def run_runner(settings: Settings) -> None:
         await store.close()
 
 
+def console(
+    caller: str = typer.Option("guest", "--caller", help="Who is calling (history follows them)."),
+    db: str | None = typer.Option(None, "--db", help="Database URL."),
+) -> None:
+    """Talk to the concierge in the terminal (text; the offline brain needs no keys)."""
+    _quiet_logs()
+    settings = _settings(db)
+    from frontdesk.core import host
+    from frontdesk.core.console import HELP, run_console
+    from frontdesk.core.render import console as out
+
+    registry = host.load(settings)
+    out.print(f"[bold]frontdesk console[/bold] — text mode, offline brain. {HELP}")
+
+    def emit(event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "agent":
+            out.print(f"[green]{event['agent']}[/green]> {event['text']}")
+        elif kind == "handoff":
+            out.print(f"[magenta]  (transferred {event['from']} → {event['to']})[/magenta]")
+        elif kind == "task" and event["status"] in ("queued", "succeeded", "failed", "cancelled"):
+            out.print(f"[dim]  (task {event['task_id']} {event['tool']}: {event['status']})[/dim]")
+
+    run_async(run_console(settings, registry, caller, emit))
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(console)
     app.command()(simulate)
     app.command()(demo)
     app.command()(runner)

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from livekit.agents import AgentSession
-
 from frontdesk.core.brain import OfflineBrain
 from frontdesk.core.followups import FollowupWatcher
 from frontdesk.core.host import Registry
@@ -27,6 +25,7 @@ from frontdesk.core.session import CallRuntime
 from frontdesk.core.settings import Settings
 from frontdesk.core.testing import ScriptedLLM
 from frontdesk.db.store import TaskEvent, TaskStore
+from livekit.agents import AgentSession, llm
 
 Emit = Callable[[dict[str, Any]], None]
 TURN_TIMEOUT = 30.0
@@ -51,7 +50,9 @@ class Environment:
     routes: dict[str, Emit] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, settings: Settings, registry: Registry, *, runner: bool = True) -> Environment:
+    async def open(
+        cls, settings: Settings, registry: Registry, *, runner: bool = True
+    ) -> Environment:
         store = await TaskStore.open(settings.database_url)
         runner_store = await TaskStore.open(settings.database_url)
         env = cls(
@@ -72,7 +73,15 @@ class Environment:
     def _route(self, event: TaskEvent) -> None:
         emit = self.routes.get(event.caller)
         if emit is not None and not (event.note or "").startswith("progress"):
-            emit({"type": "task", "task_id": event.task_id, "tool": event.tool, "status": event.status, "note": event.note})
+            emit(
+                {
+                    "type": "task",
+                    "task_id": event.task_id,
+                    "tool": event.tool,
+                    "status": event.status,
+                    "note": event.note,
+                }
+            )
         if event.status == "queued":
             self.runner.poke()
 
@@ -89,8 +98,16 @@ class Environment:
 class CallDriver:
     """Plays one scenario as one caller, emitting transcript events."""
 
-    def __init__(self, env: Environment, scenario: Scenario, caller: str, emit: Emit) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        scenario: Scenario,
+        caller: str,
+        emit: Emit,
+        make_llm: Callable[[], llm.LLM] | None = None,
+    ) -> None:
         self.env = env
+        self.make_llm = make_llm
         self.scenario = scenario
         self.caller = caller
         self._emit = emit
@@ -127,7 +144,8 @@ class CallDriver:
             self.env.routes.pop(self.caller, None)
 
     async def connect(self) -> None:
-        self.llm = ScriptedLLM(fallback=OfflineBrain())
+        # A configured model answers when the script is empty (the console), else the brain.
+        self.llm = ScriptedLLM(fallback=self.make_llm() if self.make_llm else OfflineBrain())
         self.session = AgentSession(llm=self.llm)
         runtime = CallRuntime(
             self.session,
@@ -166,7 +184,9 @@ class CallDriver:
                     return
                 continue
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(speech.wait_for_playout()), deadline - time.monotonic())
+                await asyncio.wait_for(
+                    asyncio.shield(speech.wait_for_playout()), deadline - time.monotonic()
+                )
 
     async def play(self, step: Step, following: Step | None) -> None:
         assert self.session is not None or step.kind in ("reconnect", "expect", "wait")
@@ -188,7 +208,9 @@ class CallDriver:
             if following is None or following.kind != "interrupt":
                 await self._finish_turn()
         elif step.kind == "interrupt":
-            await asyncio.sleep(max(0.0, self.turn_started + step.value["after"] - time.monotonic()))
+            await asyncio.sleep(
+                max(0.0, self.turn_started + step.value["after"] - time.monotonic())
+            )
             assert self.runtime is not None
             await self.runtime.interrupt()
             await self._finish_turn()
@@ -225,7 +247,9 @@ class CallDriver:
                 break
             if time.monotonic() > deadline:
                 state = task.status if task else "no task"
-                raise ExpectationFailed(f"{spec['task']} did not reach {spec['status']} in time ({state})")
+                raise ExpectationFailed(
+                    f"{spec['task']} did not reach {spec['status']} in time ({state})"
+                )
             await asyncio.sleep(0.05)
         await self.settle()
 
@@ -235,7 +259,9 @@ class CallDriver:
             if task is None:
                 raise ExpectationFailed(f"no {spec['task']} task for {self.caller}")
             if "status" in spec and task.status != spec["status"]:
-                raise ExpectationFailed(f"{spec['task']} is {task.status}, expected {spec['status']}")
+                raise ExpectationFailed(
+                    f"{spec['task']} is {task.status}, expected {spec['status']}"
+                )
             if "delivered" in spec and bool(task.delivered_at) != bool(spec["delivered"]):
                 raise ExpectationFailed(f"{spec['task']} delivered is {bool(task.delivered_at)}")
         if "agent" in spec:
@@ -247,7 +273,9 @@ class CallDriver:
         if "not_said" in spec:
             hit = next((s for s in self.spoken if re.search(spec["not_said"], s, re.I)), None)
             if hit is not None:
-                raise ExpectationFailed(f"{hit!r} matches {spec['not_said']!r}, which must not be said")
+                raise ExpectationFailed(
+                    f"{hit!r} matches {spec['not_said']!r}, which must not be said"
+                )
         self.emit({"type": "expect", "ok": True, "expect": spec})
 
 

@@ -1,0 +1,65 @@
+"""``frontdesk console``: talk to the concierge in the terminal.
+
+Text mode needs no PortAudio and no keys: it runs the same parts as a call (a real
+AgentSession, the departments, an embedded runner and the follow-up watcher) and reads lines
+from stdin. With no LLM key the offline brain answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from frontdesk.core.host import Registry
+from frontdesk.core.scenario import Scenario, Step
+from frontdesk.core.settings import Settings
+from frontdesk.core.simulate import CallDriver, Environment
+
+HELP = "Type to talk; /tasks lists your tasks, /quit (or Ctrl-D) hangs up."
+
+
+async def read_line(prompt: str) -> str | None:
+    def read() -> str | None:
+        try:
+            sys.stdout.write(prompt)
+            sys.stdout.flush()
+            line = sys.stdin.readline()
+        except (EOFError, KeyboardInterrupt):
+            return None
+        return line if line else None
+
+    return await asyncio.get_running_loop().run_in_executor(None, read)
+
+
+async def run_console(
+    settings: Settings,
+    registry: Registry,
+    caller: str,
+    emit: Callable[[dict[str, Any]], None],
+    make_llm: Callable[[], Any] | None = None,
+) -> None:
+    env = await Environment.open(settings, registry)
+    driver = CallDriver(env, Scenario(name="console", caller=caller, steps=[]), caller, emit, make_llm)
+    env.routes[caller] = driver.emit
+    try:
+        await driver.connect()
+        while True:
+            line = await read_line("you> ")
+            if line is None or line.strip() in ("/quit", "/exit"):
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text == "/tasks":
+                for task in await env.store.list(caller=caller, limit=10):
+                    print(f"  {task.id:>5} {task.tool:<20} {task.status:<10} {task.progress_note or ''}")
+                continue
+            await driver.play(Step(index=0, kind="user", value=text), None)
+            await asyncio.sleep(0.05)  # let a follow-up that just became due start speaking
+            await driver.settle()
+    finally:
+        await driver.hangup()
+        env.routes.pop(caller, None)
+        await env.close()
