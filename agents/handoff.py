@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from livekit.agents import RunContext, llm
@@ -18,14 +19,15 @@ def transfer_tools(runtime: CallRuntime, current: str) -> list[llm.Tool]:
     for dept in runtime.departments():
         if dept.name == current:
             continue
-        tools.append(_transfer_tool(runtime, dept.name, dept.description))
+        tools.append(_transfer_tool(runtime, dept.name, dept.description, dept.keywords))
     return tools
 
 
-def _transfer_tool(runtime: CallRuntime, target: str, description: str) -> llm.Tool:
+def _transfer_tool(runtime: CallRuntime, target: str, description: str, keywords: list[str]) -> llm.Tool:
+    topics = f" Topics: {', '.join(keywords)}." if keywords else ""
     schema = {
         "name": f"transfer_to_{target}",
-        "description": f"Transfer the caller to the {target} desk, which {description}.",
+        "description": f"Transfer the caller to the {target} desk, which {description}.{topics}",
         "parameters": {"type": "object", "properties": {}},
     }
 
@@ -48,3 +50,19 @@ def carried_context(history: llm.ChatContext, turns: int) -> llm.ChatContext:
     for item in messages[-turns * 2 :] if turns else []:
         ctx.add_message(role=item.role, content=item.text_content or "")
     return ctx
+
+
+_FACTS = {
+    "name": re.compile(r"\b(?:my name is|this is|i am|i'm)\s+([A-Z][a-z]+(?:\s[A-Z][a-z]+)?)"),
+    "account": re.compile(r"\baccount(?:\s+(?:number|no\.?|#))?\s*(?:is\s+)?([A-Z0-9-]{4,})", re.I),
+    "room": re.compile(r"\broom\s+(?:number\s+)?(\d{2,5})\b", re.I),
+}
+
+
+def extract_facts(text: str) -> dict[str, str]:
+    """What the caller said about themselves, so the next desk does not ask again."""
+    found = {}
+    for key, pattern in _FACTS.items():
+        if m := pattern.search(text):
+            found[key] = m.group(1)
+    return found

@@ -11,14 +11,18 @@ import json
 import re
 from typing import Any
 
+from frontdesk.core.testing import reply_chunk
 from livekit.agents import APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 
-from frontdesk.core.testing import reply_chunk
-
-YES = re.compile(r"^\s*(yes|yeah|yep|sure|ok(ay)?|confirm(ed)?|go ahead|please do|do it|correct)\b", re.I)
-STOP = set("a an the i me my to of for is are was be it this that please can could you would like want "
-           "what whats what's how do does in on at and or with about need tell get".split())
+YES = re.compile(
+    r"^\s*(yes|yeah|yep|sure|ok(ay)?|confirm(ed)?|go ahead|please do|do it|correct)\b", re.I
+)
+BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|hang up)\b", re.I)
+STOP = set(
+    "a an the i me my to of for is are was be it this that please can could you would like want "
+    "what whats what's how do does in on at and or with about need tell get".split()
+)
 IDS = re.compile(r"\b((?:INV|PAY|R)-[A-Z0-9-]+)\b", re.I)
 MONEY = re.compile(r"(?:\$|€|£)\s*(\d+(?:[.,]\d{1,2})?)|(\d+(?:\.\d{1,2}))\b")
 NUMBER = re.compile(r"\b(\d+)\b")
@@ -39,7 +43,11 @@ def tool_schema(tool: Any) -> dict[str, Any]:
     info = tool.info
     if hasattr(info, "raw_schema"):
         return info.raw_schema
-    return {"name": info.name, "description": getattr(info, "description", "") or "", "parameters": {}}
+    return {
+        "name": info.name,
+        "description": getattr(info, "description", "") or "",
+        "parameters": {},
+    }
 
 
 class OfflineBrain(llm.LLM):
@@ -63,11 +71,19 @@ class OfflineBrain(llm.LLM):
     ) -> llm.LLMStream:
         schemas = [tool_schema(t) for t in tools or []]
         text, calls = decide(chat_ctx, schemas)
-        return _Stream(self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, reply=(text, calls))
+        return _Stream(
+            self,
+            chat_ctx=chat_ctx,
+            tools=tools or [],
+            conn_options=conn_options,
+            reply=(text, calls),
+        )
 
 
 class _Stream(llm.LLMStream):
-    def __init__(self, owner: OfflineBrain, *, reply: tuple[str | None, list[tuple[str, Any]]], **kw: Any) -> None:
+    def __init__(
+        self, owner: OfflineBrain, *, reply: tuple[str | None, list[tuple[str, Any]]], **kw: Any
+    ) -> None:
         super().__init__(owner, **kw)
         self._reply = reply
 
@@ -75,7 +91,9 @@ class _Stream(llm.LLMStream):
         self._event_ch.send_nowait(reply_chunk(*self._reply))
 
 
-def decide(ctx: llm.ChatContext, schemas: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, Any]]]:
+def decide(
+    ctx: llm.ChatContext, schemas: list[dict[str, Any]]
+) -> tuple[str | None, list[tuple[str, Any]]]:
     items = [i for i in ctx.items if i.type in ("message", "function_call_output", "function_call")]
     if not items:
         return "How can I help?", []
@@ -107,15 +125,22 @@ def read_back(out: Any) -> str:
     return str(data)
 
 
-def follow_instructions(text: str, items: list[Any], schemas: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, Any]]]:
+def follow_instructions(
+    text: str, items: list[Any], schemas: list[dict[str, Any]]
+) -> tuple[str | None, list[tuple[str, Any]]]:
     if text.startswith("Tell the caller"):
         # "Tell the caller, ... that their X (reference N) is done: RESULT"
-        m = re.search(r"their (.+?) \(reference (\d+)\) (is done|did not complete)[^:]*:?\s*(.*)", text, re.S)
+        m = re.search(
+            r"their (.+?) \(reference (\d+)\) (is done|did not complete)[^:]*:?\s*(.*)", text, re.S
+        )
         if m:
             what, ref, state, rest = m.groups()
             if state == "is done":
                 return f"An update: your {what} (reference {ref}) is ready. {rest.strip()}", []
-            return f"An update: your {what} (reference {ref}) did not complete. Sorry about that; I can try again.", []
+            return (
+                f"An update: your {what} (reference {ref}) did not complete. Sorry about that; I can try again.",
+                [],
+            )
         return text, []
     m = re.search(r"You are the (\w+) desk and just took over", text)
     if m:
@@ -133,6 +158,10 @@ def answer(
     text: str, items: list[Any], schemas: list[dict[str, Any]], transfers: bool = True
 ) -> tuple[str | None, list[tuple[str, Any]]]:
     said = words(text)
+    if BYE.search(text):
+        if any(s["name"] == "record_call_outcome" for s in schemas):
+            return None, [("record_call_outcome", {})]
+        return "Thank you for calling. Goodbye!", []
     if YES.match(text):
         pending = _pending_confirmation(items)
         if pending is not None:
@@ -166,7 +195,9 @@ def answer(
 def fill_args(text: str, params: dict[str, Any], items: list[Any]) -> dict[str, Any]:
     args: dict[str, Any] = {}
     for name, prop in params.get("properties", {}).items():
-        kind = prop.get("type") or next((t.get("type") for t in prop.get("anyOf", []) if t.get("type") != "null"), "string")
+        kind = prop.get("type") or next(
+            (t.get("type") for t in prop.get("anyOf", []) if t.get("type") != "null"), "string"
+        )
         value = _value_for(name, kind, text)
         if value is not None:
             args[name] = value

@@ -14,15 +14,15 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from frontdesk.core.errors import FrontdeskError, TaskNotFound
+from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
+from frontdesk.db.models import FINISHED, Call, utcnow
+from frontdesk.db.models import Task as TaskRow
+from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.writer import GroupWriter
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
-from frontdesk.core.errors import FrontdeskError, TaskNotFound
-from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
-from frontdesk.db.models import FINISHED, Call, TaskEvent as TaskEventRow, utcnow
-from frontdesk.db.models import Task as TaskRow
-from frontdesk.db.writer import GroupWriter
 
 tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
@@ -100,6 +100,7 @@ class TaskEvent:
 
     task_id: int
     caller: str
+    session_id: str | None
     tool: str
     plugin: str | None
     department: str | None
@@ -117,6 +118,7 @@ def _event_for(task: Task, note: str | None, at: datetime) -> TaskEvent:
     return TaskEvent(
         task_id=task.id,
         caller=task.caller,
+        session_id=task.session_id,
         tool=task.tool,
         plugin=task.plugin,
         department=task.department,
@@ -246,12 +248,7 @@ class TaskStore:
         where = [tasks.c.id == task_id, tasks.c.status.in_(expect or ALLOWED_FROM[status])]
         if owner is not None:
             where.append(tasks.c.lease_owner == owner)
-        stmt = (
-            update(tasks)
-            .where(*where)
-            .values(**values)
-            .returning(*tasks.c)
-        )
+        stmt = update(tasks).where(*where).values(**values).returning(*tasks.c)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
             row = (await conn.execute(stmt)).one_or_none()
@@ -355,7 +352,9 @@ class TaskStore:
 
         return await self._writer.run(write)
 
-    async def renew(self, owner: str, lease_seconds: float, task_ids: Iterable[int] | None = None) -> set[int]:
+    async def renew(
+        self, owner: str, lease_seconds: float, task_ids: Iterable[int] | None = None
+    ) -> set[int]:
         """Extend ``owner``'s leases on running tasks; returns the ids still held (a task that
         was cancelled or reclaimed meanwhile is missing from the answer)."""
         now = utcnow()
@@ -505,7 +504,12 @@ class TaskStore:
             durations = sorted(groups.get(key, []))
             median = durations[len(durations) // 2] if durations else None
             out.append(
-                {"department": key[0], "status": key[1], "count": counts[key], "median_seconds": median}
+                {
+                    "department": key[0],
+                    "status": key[1],
+                    "count": counts[key],
+                    "median_seconds": median,
+                }
             )
         return out
 
@@ -519,7 +523,12 @@ class TaskStore:
     # -- calls ------------------------------------------------------------------------------
 
     async def call_started(self, session_id: str, caller: str) -> None:
-        values = {"session_id": session_id, "caller": caller, "started_at": utcnow(), "handoffs": []}
+        values = {
+            "session_id": session_id,
+            "caller": caller,
+            "started_at": utcnow(),
+            "handoffs": [],
+        }
 
         async def write(conn: AsyncConnection, events: list[Any]) -> None:
             await conn.execute(insert(calls_t), values)
