@@ -14,7 +14,7 @@ from frontdesk.core import ToolContext, ToolError, hookimpl
 from frontdesk.core import host
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import Payment
-from frontdesk.plugins import billing, ledger
+from frontdesk.plugins import billing, ledger, money
 from frontdesk.plugins.billing import PaymentDeclined, SandboxGateway
 
 pay_invoice = billing.pay_invoice.fn
@@ -103,7 +103,11 @@ async def test_sandbox_opens_account_with_open_invoices(store, ctx_for):
     # Seen again: the same account, not a second one.
     assert (await ledger.ensure_account(store, "alice")).id == account.id
     bob = await ledger.ensure_account(store, "bob")
-    assert [i.id for i in await ledger.invoices(store, bob.id)] == ["INV-1004", "INV-1005", "INV-1006"]
+    assert [i.id for i in await ledger.invoices(store, bob.id)] == [
+        "INV-1004",
+        "INV-1005",
+        "INV-1006",
+    ]
 
 
 async def test_list_invoices_reads_ids_amounts_and_payee(ctx_for):
@@ -139,7 +143,12 @@ async def test_confirmed_pay_charges_once(store, ctx_for, sandbox):
     assert sandbox.calls == 1
     assert await balance(store) == Decimal("405.15")
     [row] = await payment_rows(store)
-    assert (row.kind, row.status, row.amount, row.idempotency_key) == ("charge", "succeeded", Decimal("120.00"), "k1")
+    assert (row.kind, row.status, row.amount, row.idempotency_key) == (
+        "charge",
+        "succeeded",
+        Decimal("120.00"),
+        "k1",
+    )
     assert row.gateway_ref.startswith("sbx_ch_") and row.id in said
     account = await ledger.get_account(store, "alice")
     assert (await ledger.find_invoice(store, account.id, "INV-1002")).status == "paid"
@@ -257,7 +266,9 @@ async def test_racing_payments_for_one_invoice_charge_it_once(store, ctx_for, sa
         *(pay_invoice(c, "INV-1002", "120", confirmed=True) for c in ctxs), return_exceptions=True
     )
     assert sum(isinstance(r, str) for r in results) == 1
-    assert all(str(r) == "Invoice INV-1002 is already paid." for r in results if isinstance(r, ToolError))
+    assert all(
+        str(r) == "Invoice INV-1002 is already paid." for r in results if isinstance(r, ToolError)
+    )
     assert sandbox.calls == 1 and await balance(store) == Decimal("405.15")
 
 
@@ -273,10 +284,18 @@ async def test_key_reused_for_different_details_is_refused(store, ctx_for):
 
 async def test_unknown_and_other_callers_invoice_are_not_found(store, ctx_for):
     await ledger.ensure_account(store, "bob")  # owns INV-1001..1003
-    for invoice_id in ("INV-1001", "INV-9999", "nonsense!", "x" * 5000, "'; DROP TABLE invoices; --"):
+    for invoice_id in (
+        "INV-1001",
+        "INV-9999",
+        "nonsense!",
+        "x" * 5000,
+        "'; DROP TABLE invoices; --",
+    ):
         for confirmed in (False, True):
             with pytest.raises(ToolError) as err:
-                await pay_invoice(await ctx_for(caller="eve"), invoice_id, "10", confirmed=confirmed)
+                await pay_invoice(
+                    await ctx_for(caller="eve"), invoice_id, "10", confirmed=confirmed
+                )
             assert str(err.value) == "I couldn't find that invoice on your account."
     assert await payment_rows(store) == []
 
@@ -325,7 +344,7 @@ async def test_bad_amounts_are_refused_and_charge_nothing(store, ctx_for, sandbo
      (120, "120.00"), (120.1, "120.10"), ("0.10", "0.10"), (".5", "0.50"), ("120.100", "120.10")],
 )  # fmt: skip
 def test_parse_amount_is_exact(raw, exact):
-    value = ledger.parse_amount(raw)
+    value = money.parse_amount(raw)
     assert isinstance(value, Decimal) and value == Decimal(exact) and str(value) == exact
 
 
@@ -342,7 +361,9 @@ async def test_refund_confirms_then_refunds_once(store, ctx_for, sandbox):
     )
     assert len(await payment_rows(store)) == 1
     done = await refund(await ctx_for(key="r1", tool="refund"), payment_id, confirmed=True)
-    assert done.startswith(f"Done: $120.00 from payment {payment_id} is refunded on invoice INV-1002.")
+    assert done.startswith(
+        f"Done: $120.00 from payment {payment_id} is refunded on invoice INV-1002."
+    )
     again = await refund(await ctx_for(key="r1", tool="refund"), payment_id, confirmed=True)
     assert again == done
     assert sandbox.calls == 2  # one charge, one refund
@@ -366,7 +387,9 @@ async def test_double_refund_is_refused(store, ctx_for, sandbox):
 
 
 async def test_unknown_or_other_callers_payment_cannot_be_refunded(store, ctx_for):
-    paid = await pay_invoice(await ctx_for(caller="bob", key="b"), "INV-1002", "120", confirmed=True)
+    paid = await pay_invoice(
+        await ctx_for(caller="bob", key="b"), "INV-1002", "120", confirmed=True
+    )
     bobs = paid.rsplit(" ", 1)[-1].rstrip(".")
     for payment_id in (bobs, "PAY-NOPE12", "", "INV-1002"):
         with pytest.raises(ToolError, match="I couldn't find that payment on your account."):
@@ -385,7 +408,9 @@ async def test_gateway_hook_replaces_the_sandbox(store, ctx_for, sandbox):
 
 async def test_broken_gateway_hook_charges_nothing(store, ctx_for, sandbox):
     with pytest.raises(ToolError, match="nothing was charged"):
-        await pay_invoice(await ctx_for(hook=hook_with(object())), "INV-1002", "120", confirmed=True)
+        await pay_invoice(
+            await ctx_for(hook=hook_with(object())), "INV-1002", "120", confirmed=True
+        )
     assert sandbox.calls == 0 and await payment_rows(store) == []
 
 
@@ -398,7 +423,12 @@ def test_host_registers_billing_and_its_hookspec():
     registry = host.load(Settings(load_plugins=""), extra=[("gw", GatewayPlugin())])
     assert registry.plugins["billing"].errors == [] and registry.plugins["gw"].errors == []
     dept = registry.departments["billing"]
-    assert [t.name for t in dept.tools] == ["account_balance", "list_invoices", "pay_invoice", "refund"]
+    assert [t.name for t in dept.tools] == [
+        "account_balance",
+        "list_invoices",
+        "pay_invoice",
+        "refund",
+    ]
     assert {t.name: t.pattern for t in dept.tools} == {
         "account_balance": "interruptible", "list_invoices": "interruptible",
         "pay_invoice": "critical", "refund": "critical",
@@ -410,7 +440,10 @@ def test_host_registers_billing_and_its_hookspec():
     # The LLM may send the amount as a string or a number; both validate.
     spec = billing.pay_invoice
     assert spec.validate({"invoice_id": "INV-1", "amount": 12.5})["amount"] == 12.5
-    assert spec.validate('{"invoice_id": "INV-1", "amount": "12.50", "confirmed": true}')["confirmed"] is True
+    assert (
+        spec.validate('{"invoice_id": "INV-1", "amount": "12.50", "confirmed": true}')["confirmed"]
+        is True
+    )
 
 
 async def test_amount_sums_stay_exact_over_many_cents(store, ctx_for):
@@ -424,3 +457,16 @@ async def test_amount_sums_stay_exact_over_many_cents(store, ctx_for):
     async with store.read_engine.connect() as conn:
         count = (await conn.execute(select(func.count()).select_from(Payment.__table__))).scalar()
     assert count == 11
+
+
+@pytest.mark.parametrize(
+    ("raw", "prefix", "expected"),
+    [("INV-1001", "INV", "INV-1001"), ("inv 1001", "INV", "INV-1001"), ("1001", "INV", "INV-1001"),
+     ("invoice number 1001", "INV", "INV-1001"), ("Invoice #1001", "INV", "INV-1001"),
+     ("pay-7k3m9q", "PAY", "PAY-7K3M9Q"), ("payment PAY-7K3M9Q", "PAY", "PAY-7K3M9Q"),
+     ("PAY7K3M9Q", "PAY", "PAY-7K3M9Q"), ("INV1001", "INV", "INV-1001"),
+     ("INV-1002", "PAY", None), ("", "INV", None), ("1001; DROP TABLE", "INV", None),
+     ("9" * 41, "INV", None)],
+)  # fmt: skip
+def test_ids_as_callers_say_them(raw, prefix, expected):
+    assert money.normalize_id(raw, prefix) == expected

@@ -22,7 +22,9 @@ NOW = datetime(2026, 3, 15, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture
 def ctx_for(store, tmp_path):
-    async def make(caller="alice", tool="generate_report", pattern="background", key="k1") -> ToolContext:
+    async def make(
+        caller="alice", tool="generate_report", pattern="background", key="k1"
+    ) -> ToolContext:
         row = await store.create(caller=caller, tool=tool, pattern=pattern, status="running")
         # As in the runner: no live turn, so run_ctx is None.
         return ToolContext(
@@ -77,11 +79,16 @@ def sentences(text: str) -> int:
 def test_periods(period, label, start, end):
     kind, span = validate_report_args(" Statement ", period, now=NOW)
     assert kind == "statement" and span.label == label
-    assert (span.start, span.end) == (start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
+    assert (span.start, span.end) == (
+        start.replace(tzinfo=timezone.utc),
+        end.replace(tzinfo=timezone.utc),
+    )
 
 
 def test_last_month_in_january_is_december():
-    _, span = validate_report_args("activity", "last-month", now=datetime(2026, 1, 5, tzinfo=timezone.utc))
+    _, span = validate_report_args(
+        "activity", "last-month", now=datetime(2026, 1, 5, tzinfo=timezone.utc)
+    )
     assert (span.start.year, span.start.month, span.spoken) == (2025, 12, "December 2025")
 
 
@@ -92,7 +99,18 @@ def test_unknown_kind(kind):
 
 
 @pytest.mark.parametrize(
-    "period", ["", "2026-13", "2026-00", "1999-01", "march", "2026-03-01", "../../etc", "9" * 5000]
+    "period",
+    [
+        "",
+        "2026-13",
+        "2026-00",
+        "1999-01",
+        "march",
+        "2026-03-01",
+        "../../etc",
+        "9" * 5000,
+        "last-30-days" + " " * 40,
+    ],
 )
 def test_bad_period(period):
     with pytest.raises(ToolError, match="I need a period like 2026-03"):
@@ -127,8 +145,8 @@ async def test_statement_report(store, ctx_for, tmp_path):
     result = await generate_report(ctx, "statement", "this-month")
     assert result["kind"] == "statement" and result["period"] == "this-month"
     assert result["summary"] == (
-        f"Your statement for this month lists 3 invoices totalling $525.15 and 1 payment "
-        f"totalling $120.00. Your balance today is $405.15."
+        "Your statement for this month lists 3 invoices totalling $525.15 and 1 payment "
+        "totalling $120.00. Your balance today is $405.15."
     )
     assert sentences(result["summary"]) == 2
     csv_path, png_path = Path(result["files"]["csv"]), Path(result["files"]["png"])
@@ -142,7 +160,10 @@ async def test_statement_report(store, ctx_for, tmp_path):
     by_ref = {r["reference"]: r for r in rows}
     assert by_ref["INV-1002"]["status"] == "paid" and by_ref["INV-1001"]["amount"] == "358.40"
     assert by_ref[payment_id]["description"] == "paid to Harbor Light Hotel"
-    assert result["chart"] == {"labels": ["invoiced", "paid", "refunded"], "values": [525.15, 120.0, 0.0]}
+    assert result["chart"] == {
+        "labels": ["invoiced", "paid", "refunded"],
+        "values": [525.15, 120.0, 0.0],
+    }
 
     width, height, raw = read_png(png_path.read_bytes())
     assert (width, height) == (640, 360) and len(raw) == height * (1 + width * 3)
@@ -157,7 +178,9 @@ async def test_statement_report(store, ctx_for, tmp_path):
 async def test_statement_for_a_month_without_activity(store, ctx_for):
     await ledger.ensure_account(store, "alice")
     result = await generate_report(await ctx_for(), "statement", "2025-01")
-    assert result["summary"].startswith("Your statement for January 2025 lists 0 invoices totalling $0.00")
+    assert result["summary"].startswith(
+        "Your statement for January 2025 lists 0 invoices totalling $0.00"
+    )
     assert read_csv(result["files"]["csv"]) == []
 
 
@@ -176,9 +199,13 @@ async def test_activity_report(store, ctx_for):
         ("billing", "pay_invoice", "failed"),
         (None, "task_status", "succeeded"),
     ]:
-        row = await store.create(caller="alice", tool=tool, pattern="interruptible", status="running", department=dept)
+        row = await store.create(
+            caller="alice", tool=tool, pattern="interruptible", status="running", department=dept
+        )
         await store.transition(row.id, status)
-    await store.create(caller="bob", tool="search_web", pattern="interruptible", department="search")
+    await store.create(
+        caller="bob", tool="search_web", pattern="interruptible", department="search"
+    )
 
     ctx = await ctx_for()
     result = await generate_report(ctx, "activity", "last-30-days")
@@ -222,7 +249,10 @@ def test_reports_department_registers_a_background_tool():
     assert {"report", "statement", "export"} <= set(dept.keywords)
     [spec] = dept.tools
     assert spec.pattern == "background" and spec.problems() == []
-    assert spec.validate({"kind": "statement", "period": "2026-01"}) == {"kind": "statement", "period": "2026-01"}
+    assert spec.validate({"kind": "statement", "period": "2026-01"}) == {
+        "kind": "statement",
+        "period": "2026-01",
+    }
 
 
 # -- the PNG writer -------------------------------------------------------------------------
@@ -235,7 +265,9 @@ def test_bar_chart_draws_bars_in_the_palette():
     row = raw[(height - 12) * stride : (height - 11) * stride]  # just above the x axis
     assert row[0] == 0  # filter type None
     pixels = {tuple(row[1 + x * 3 : 4 + x * 3]) for x in range(width)}
-    assert chart.PALETTE[0] in pixels and chart.PALETTE[1] in pixels and chart.PALETTE[2] not in pixels
+    assert (
+        chart.PALETTE[0] in pixels and chart.PALETTE[1] in pixels and chart.PALETTE[2] not in pixels
+    )
     top = raw[11 * stride : 12 * stride]  # near the top only the tallest bar reaches
     top_pixels = {tuple(top[1 + x * 3 : 4 + x * 3]) for x in range(width)}
     assert chart.PALETTE[1] in top_pixels and chart.PALETTE[0] not in top_pixels
