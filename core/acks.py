@@ -55,13 +55,13 @@ def default_cache_dir(settings: Any = None) -> Path:
 
 def voice_of(tts: Any) -> str:
     """A stable description of the voice a TTS speaks with (plugins keep it in ``_opts``)."""
-    opts = getattr(tts, "_opts", None)
-    for attr in ("voice_id", "voice"):
-        value = getattr(opts, attr, None)
-        if value is None:
-            continue
-        name = getattr(value, "name", None)  # google's VoiceSelectionParams
-        return str(name if isinstance(name, str) and name else value)
+    for holder in (getattr(tts, "_opts", None), tts):
+        for attr in ("voice_id", "voice"):
+            value = getattr(holder, attr, None)
+            if value is None or callable(value):
+                continue
+            name = getattr(value, "name", None)  # google's VoiceSelectionParams
+            return str(name if isinstance(name, str) and name else value)
     return ""
 
 
@@ -179,8 +179,8 @@ def _read_wav(path: Path) -> Clip | None:
             if w.getsampwidth() != SAMPLE_WIDTH:
                 return None
             return Clip(w.readframes(w.getnframes()), w.getframerate(), w.getnchannels())
-    except (FileNotFoundError, wave.Error, EOFError):
-        return None  # absent or torn: synthesize again
+    except (OSError, wave.Error, EOFError):
+        return None  # absent, unreadable or torn: synthesize again
 
 
 def _write_wav(path: Path, clip: Clip) -> None:

@@ -150,6 +150,8 @@ def follow_instructions(
             said, calls = answer(user.text_content or "", items, schemas, transfers=False)
             if calls:
                 return said, calls
+        if desk == "triage":
+            return "You're back at the front desk. How can I help?", []
         return f"You're through to the {desk} desk. How can I help?", []
     return None, []
 

@@ -14,7 +14,6 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import typer
-
 from frontdesk.core.errors import FrontdeskError
 
 app = typer.Typer(
@@ -76,7 +75,9 @@ def _register_plugin_commands() -> None:
         try:
             impl.function(cli=app)
         except Exception as exc:
-            typer.echo(f"warning: plugin {impl.plugin_name}: register_commands raised {exc!r}", err=True)
+            typer.echo(
+                f"warning: plugin {impl.plugin_name}: register_commands raised {exc!r}", err=True
+            )
 
 
 def main() -> None:
@@ -89,6 +90,10 @@ def main() -> None:
 
 
 def _core_names() -> set[str]:
-    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands if c.callback}
+    names = {
+        c.name or c.callback.__name__.replace("_", "-")
+        for c in app.registered_commands
+        if c.callback
+    }
     names |= {g.name for g in app.registered_groups if g.name}
     return names

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-
 from frontdesk.core.cli import run_async
 from frontdesk.core.settings import Settings
 
@@ -45,7 +44,9 @@ def upgrade(revision: str = typer.Argument("head"), db: str | None = DbOption) -
 
 
 @app.command()
-def downgrade(revision: str = typer.Argument(..., help="e.g. -1 or base"), db: str | None = DbOption) -> None:
+def downgrade(
+    revision: str = typer.Argument(..., help="e.g. -1 or base"), db: str | None = DbOption
+) -> None:
     """Downgrade the schema."""
     from frontdesk.migrations import downgrade_sync
 

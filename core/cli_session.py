@@ -95,7 +95,11 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
             "the tour scenario examples/calls/tour.yaml is not here; run demo from a checkout"
         )
     scenario = load_scenario(path)
-    failures = _run([scenario], settings, False, 1)
+    from frontdesk.core.demo_search import serve
+
+    with serve() as search_url:
+        settings = settings.model_copy(update={"search_web_url": search_url})
+        failures = _run([scenario], settings, False, 1)
 
     async def table() -> list[Any]:
         from frontdesk.db.store import TaskStore

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import typer
-
 from frontdesk.core.cli import run_async
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import STATUSES
@@ -33,7 +32,9 @@ def _check_status(status: str | None) -> None:
 @app.command("list")
 def list_(
     caller: str | None = typer.Option(None, help="Only this caller's tasks."),
-    status: str | None = typer.Option(None, help="queued, running, succeeded, failed or cancelled."),
+    status: str | None = typer.Option(
+        None, help="queued, running, succeeded, failed or cancelled."
+    ),
     tool: str | None = typer.Option(None, help="Only this tool's tasks."),
     limit: int = typer.Option(50, min=1, help="At most this many, newest first."),
     as_json: bool = JsonOption,
@@ -90,7 +91,9 @@ def cancel(task_id: int, db: str | None = DbOption) -> None:
         try:
             task = await store.get(task_id)
             if task.pattern != "background":
-                raise FrontdeskError(f"task {task_id} is {task.pattern}; only background jobs can be cancelled")
+                raise FrontdeskError(
+                    f"task {task_id} is {task.pattern}; only background jobs can be cancelled"
+                )
             if task.finished:
                 raise FrontdeskError(f"task {task_id} already {task.status}")
             done = await store.transition(task_id, "cancelled", note="cancelled by operator")

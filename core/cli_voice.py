@@ -24,7 +24,11 @@ from frontdesk.core.errors import ConfigError, FrontdeskError
 from frontdesk.core.settings import Settings
 
 DB_TIMEOUT_SECONDS = 5.0
-SECRET_VARS = (*(v for v in providers.KEY_VARS if v != providers.GOOGLE_CREDS), "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET")
+SECRET_VARS = (
+    *(v for v in providers.KEY_VARS if v != providers.GOOGLE_CREDS),
+    "LIVEKIT_API_KEY",
+    "LIVEKIT_API_SECRET",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -58,7 +62,9 @@ def _scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
-def _providers_section(settings: Settings, env: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
+def _providers_section(
+    settings: Settings, env: dict[str, str]
+) -> tuple[list[dict[str, Any]], bool]:
     rows, ok, chosen = [], True, {}
     for kind in ("llm", "stt", "tts"):
         value = getattr(settings, kind)
@@ -69,17 +75,31 @@ def _providers_section(settings: Settings, env: dict[str, str]) -> tuple[list[di
             rows.append({"item": kind.upper(), "status": "error", "detail": str(exc)})
             continue
         chosen[kind] = choice
-        rows.append({"item": kind.upper(), "status": "ok", "value": choice.label(), "detail": choice.reason})
+        rows.append(
+            {"item": kind.upper(), "status": "ok", "value": choice.label(), "detail": choice.reason}
+        )
     if "stt" in chosen and "tts" in chosen:
         if chosen["stt"].enabled and chosen["tts"].enabled:
-            rows.append({"item": "voice", "status": "ok", "detail": "STT and TTS are both available"})
+            rows.append(
+                {"item": "voice", "status": "ok", "detail": "STT and TTS are both available"}
+            )
         else:
             missing = " and ".join(k.upper() for k in ("stt", "tts") if not chosen[k].enabled)
-            rows.append({"item": "voice", "status": "warn",
-                         "detail": f"text only: no {missing} (set a key above to talk by voice)"})
+            rows.append(
+                {
+                    "item": "voice",
+                    "status": "warn",
+                    "detail": f"text only: no {missing} (set a key above to talk by voice)",
+                }
+            )
     for var in providers.KEY_VARS:
-        rows.append({"item": var, "status": "ok" if env.get(var) else "info",
-                     "detail": "set" if env.get(var) else "not set"})
+        rows.append(
+            {
+                "item": var,
+                "status": "ok" if env.get(var) else "info",
+                "detail": "set" if env.get(var) else "not set",
+            }
+        )
     return rows, ok
 
 
@@ -93,20 +113,31 @@ def _livekit_section(env: dict[str, str]) -> list[dict[str, Any]]:
             detail = f"set ({parts.scheme}://{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''})"
         rows.append({"item": var, "status": "ok" if value else "warn", "detail": detail})
     missing = [v for v in providers.LIVEKIT_VARS if not env.get(v)]
-    rows.append({
-        "item": "worker", "status": "warn" if missing else "ok",
-        "detail": f"`frontdesk start` needs {', '.join(missing)}" if missing
-        else "`frontdesk start` can register with LiveKit",
-    })
+    rows.append(
+        {
+            "item": "worker",
+            "status": "warn" if missing else "ok",
+            "detail": f"`frontdesk start` needs {', '.join(missing)}"
+            if missing
+            else "`frontdesk start` can register with LiveKit",
+        }
+    )
     return rows
 
 
 def _audio_section() -> list[dict[str, Any]]:
     lib = ctypes.util.find_library("portaudio")
     if lib:
-        return [{"item": "PortAudio", "status": "ok", "detail": f"found ({lib}); console can use audio"}]
-    return [{"item": "PortAudio", "status": "warn",
-             "detail": "not found; console runs in text (install libportaudio2 for voice)"}]
+        return [
+            {"item": "PortAudio", "status": "ok", "detail": f"found ({lib}); console can use audio"}
+        ]
+    return [
+        {
+            "item": "PortAudio",
+            "status": "warn",
+            "detail": "not found; console runs in text (install libportaudio2 for voice)",
+        }
+    ]
 
 
 async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
@@ -127,14 +158,19 @@ async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
             # Connecting would create the file; doctor only looks.
             parent = Path(db).resolve().parent
             writable = parent.is_dir() and os.access(parent, os.W_OK)
-            rows.append({
-                "item": "reachable", "status": "ok" if writable else "error",
-                "detail": f"{db} does not exist yet; it is created at the schema head on first use"
-                if writable else f"{db} cannot be created: {parent} is not a writable directory",
-            })
+            rows.append(
+                {
+                    "item": "reachable",
+                    "status": "ok" if writable else "error",
+                    "detail": f"{db} does not exist yet; it is created at the schema head on first use"
+                    if writable
+                    else f"{db} cannot be created: {parent} is not a writable directory",
+                }
+            )
             return rows, writable
     engine = create_engine(url)
     try:
+
         async def probe() -> str | None:
             async with engine.connect() as conn:
                 return await current_revision(conn)
@@ -150,11 +186,21 @@ async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
     if revision == head:
         rows.append({"item": "schema", "status": "ok", "detail": f"at the head ({head})"})
     elif revision is None:
-        rows.append({"item": "schema", "status": "warn",
-                     "detail": f"empty; migrated to {head} on first use, or run `frontdesk db upgrade`"})
+        rows.append(
+            {
+                "item": "schema",
+                "status": "warn",
+                "detail": f"empty; migrated to {head} on first use, or run `frontdesk db upgrade`",
+            }
+        )
     else:
-        rows.append({"item": "schema", "status": "warn",
-                     "detail": f"at {revision}, head is {head}: run `frontdesk db upgrade`"})
+        rows.append(
+            {
+                "item": "schema",
+                "status": "warn",
+                "detail": f"at {revision}, head is {head}: run `frontdesk db upgrade`",
+            }
+        )
     return rows, True
 
 
@@ -164,8 +210,13 @@ def _plugins_section(settings: Settings) -> list[dict[str, Any]]:
     registry = host.load(settings)
     good = [n for n, p in registry.plugins.items() if not p.errors]
     rows = [{"item": "loaded", "status": "ok", "detail": ", ".join(good) or "none"}]
-    rows.append({"item": "departments", "status": "ok",
-                 "detail": ", ".join(host.department_names(registry))})
+    rows.append(
+        {
+            "item": "departments",
+            "status": "ok",
+            "detail": ", ".join(host.department_names(registry)),
+        }
+    )
     for err in registry.errors:
         rows.append({"item": "error", "status": "warn", "detail": err})
     return rows
@@ -191,7 +242,10 @@ async def gather(settings: Settings, env: dict[str, str]) -> dict[str, Any]:
         pass
     secrets = [s for s in secrets if len(s) >= 4]
     clean = {
-        name: [{k: _scrub(v, secrets) if isinstance(v, str) else v for k, v in row.items()} for row in rows]
+        name: [
+            {k: _scrub(v, secrets) if isinstance(v, str) else v for k, v in row.items()}
+            for row in rows
+        ]
         for name, rows in sections.items()
     }
     return {"ok": providers_ok and db_ok, "sections": clean}
@@ -225,7 +279,9 @@ def doctor(
 # -- start / dev ----------------------------------------------------------------------------
 
 AgentNameOption = typer.Option(
-    "", "--agent-name", envvar="LIVEKIT_AGENT_NAME",
+    "",
+    "--agent-name",
+    envvar="LIVEKIT_AGENT_NAME",
     help="Enable explicit dispatch under this name (rooms get the agent only when asked).",
 )
 NoRunnerOption = typer.Option(
@@ -252,8 +308,11 @@ def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_f
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
     if not choices.voice:
-        typer.echo("warning: no STT and TTS pair configured; calls will be text only "
-                   "(see `frontdesk doctor`)", err=True)
+        typer.echo(
+            "warning: no STT and TTS pair configured; calls will be text only "
+            "(see `frontdesk doctor`)",
+            err=True,
+        )
 
     from frontdesk.core import worker
 
@@ -266,8 +325,11 @@ def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_f
         worker.run_server(server, dev=dev, log_level=log_level.upper(), log_format=log_format)
     finally:
         if runner is not None and not runner.stop(timeout=settings.job_lease_seconds):
-            typer.echo("warning: the background runner did not stop in time; its leases will "
-                       "expire and another runner will take the jobs", err=True)
+            typer.echo(
+                "warning: the background runner did not stop in time; its leases will "
+                "expire and another runner will take the jobs",
+                err=True,
+            )
 
 
 def start(
@@ -277,7 +339,13 @@ def start(
     log_format: str = typer.Option("json", help="json or colored."),
 ) -> None:
     """Run the concierge as a LiveKit worker (production mode), with a background runner."""
-    _serve(dev=False, agent_name=agent_name, no_runner=no_runner, log_level=log_level, log_format=log_format)
+    _serve(
+        dev=False,
+        agent_name=agent_name,
+        no_runner=no_runner,
+        log_level=log_level,
+        log_format=log_format,
+    )
 
 
 def dev(
@@ -286,4 +354,10 @@ def dev(
     log_level: str = typer.Option("DEBUG", envvar="LIVEKIT_LOG_LEVEL", help="Log level."),
 ) -> None:
     """Run the worker in development mode: no load limit, no warm pool, verbose colored logs."""
-    _serve(dev=True, agent_name=agent_name, no_runner=no_runner, log_level=log_level, log_format="colored")
+    _serve(
+        dev=True,
+        agent_name=agent_name,
+        no_runner=no_runner,
+        log_level=log_level,
+        log_format="colored",
+    )

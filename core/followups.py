@@ -24,8 +24,19 @@ log = logging.getLogger("frontdesk.followups")
 SUMMARY_LIMIT = 600
 
 
+_VERBS = ("generate", "create", "run", "start", "build", "make", "get", "fetch", "send")
+
+
+def task_noun(tool: str) -> str:
+    """'generate_report' -> 'report': what a caller would call the thing they asked for."""
+    words = tool.split("_")
+    if len(words) > 1 and words[0] in _VERBS:
+        words = words[1:]
+    return " ".join(words)
+
+
 def followup_instructions(task: Task) -> str:
-    what = task.tool.replace("_", " ")
+    what = task_noun(task.tool)
     if task.status == "succeeded":
         result = task.result
         if isinstance(result, dict) and "summary" in result:

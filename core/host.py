@@ -9,7 +9,6 @@ name and reason and that part is left out, while everything else loads.
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib
 import logging
 from collections.abc import Callable, Iterable
@@ -21,7 +20,7 @@ import pluggy
 
 from frontdesk.core import hookspecs
 from frontdesk.core.department import Department
-from frontdesk.core.observers import Observers, call_kwargs, in_thread
+from frontdesk.core.observers import HookTimeout, Observers, call_kwargs, call_with_timeout
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 
@@ -130,20 +129,20 @@ class Registry:
 
     def add_commands(self, cli: Any) -> None:
         """Let every plugin's ``register_commands`` add to ``cli``, each isolated and timed."""
-        for impl in _impls(self, "register_commands"):
-            info = self.plugins[impl.plugin_name]
-            before = {id(c) for c in getattr(cli, "registered_commands", [])}
-            before |= {id(g) for g in getattr(cli, "registered_groups", [])}
-            if not _run_hook(self, info, impl, "register_commands", cli=cli):
-                continue
-            for c in [
+
+        def entries() -> list[Any]:
+            return [
                 *getattr(cli, "registered_commands", []),
                 *getattr(cli, "registered_groups", []),
-            ]:
-                if id(c) not in before:
-                    callback = getattr(c, "callback", None)
-                    default = getattr(callback, "__name__", "?").replace("_", "-")
-                    info.commands.append(getattr(c, "name", None) or default)
+            ]
+
+        for impl in _impls(self, "register_commands"):
+            before = {id(c) for c in entries()}
+            info = self.plugins[impl.plugin_name]
+            if _run_hook(self, info, impl, "register_commands", cli=cli):
+                for c in (c for c in entries() if id(c) not in before):
+                    fallback = getattr(getattr(c, "callback", None), "__name__", "?")
+                    info.commands.append(getattr(c, "name", None) or fallback.replace("_", "-"))
 
 
 def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] = ()) -> Registry:
@@ -176,9 +175,14 @@ def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] =
         except (Exception, SystemExit) as exc:  # SystemExit at import must not stop us either
             log.debug("plugin %s failed to import", info.name, exc_info=True)
             info.errors.append(f"failed to import: {exc!r}")
-            continue
-        _register(registry, info)
 
+    # Every plugin's own hookspecs go in before any plugin is registered, so an impl is checked
+    # against its spec at register time and a bad impl is blamed on its plugin, not the spec's.
+    loaded = [info for info in registry.plugins.values() if info.module is not None]
+    for info in loaded:
+        _add_own_hookspecs(registry, info)
+    for info in loaded:
+        _register(registry, info)
     _report_unknown_hooks(registry)
     _collect(registry)
     for err in registry.errors:
@@ -218,21 +222,29 @@ def _candidates(
         yield info, lambda obj=obj: obj
 
 
-def _register(registry: Registry, info: PluginInfo) -> None:
-    pm = registry.pm
+def _add_own_hookspecs(registry: Registry, info: PluginInfo) -> None:
+    # A plugin may bring hookspecs of its own (billing's payment gateway does), the way
+    # pytest_addhooks works: a module attribute naming a class or module of specs.
     try:
-        # A plugin may bring hookspecs of its own (billing's payment gateway does), the way
-        # pytest_addhooks works: a module attribute naming a class or module of specs.
         if (own := getattr(info.module, "frontdesk_hookspecs", None)) is not None:
-            pm.add_hookspecs(own)
+            registry.pm.add_hookspecs(own)
+    except Exception as exc:
+        info.errors.append(f"invalid frontdesk_hookspecs: {exc}")
+        info.module = None
+
+
+def _register(registry: Registry, info: PluginInfo) -> None:
+    if info.module is None:
+        return
+    try:
         # pluggy validates every hookimpl before changing state, so a failure here leaves
         # nothing half-registered.
-        pm.register(info.module, name=info.name)
+        registry.pm.register(info.module, name=info.name)
     except Exception as exc:
         info.errors.append(f"invalid hooks: {exc}")
         info.module = None
         return
-    info.hooks = sorted(h.name for h in pm.get_hookcallers(info.module) or [])
+    info.hooks = sorted(h.name for h in registry.pm.get_hookcallers(info.module) or [])
 
 
 def _report_unknown_hooks(registry: Registry) -> None:
@@ -327,23 +339,28 @@ def _add_joined_tool(registry: Registry, info: PluginInfo, spec: Any, department
         return
     wanted = [departments] if isinstance(departments, str) else list(departments)
     known = {ALL, TRIAGE, *registry.departments}
-    for d in wanted:
-        if d not in known:
-            info.errors.append(
-                f"tool {spec.name!r}: department {d!r} is not registered; not offered there"
-            )
     found = [d for d in wanted if d in known]
+    if unknown := [d for d in wanted if d not in known]:
+        where = ", ".join(map(repr, unknown))
+        outcome = "not offered there" if found else "tool left out"
+        info.errors.append(f"tool {spec.name!r}: department {where} is not registered; {outcome}")
+    elif not found:
+        info.errors.append(f"tool {spec.name!r} was registered for no department; left out")
     if not found:
-        info.errors.append(f"tool {spec.name!r} has no registered department; left out")
         return
     _add_tool(registry, info, spec, found)
 
 
 def _add_tool(registry: Registry, info: PluginInfo, spec: ToolSpec, departments: list[str]) -> bool:
     """Offer ``spec`` in ``departments``; False (with the reason reported) when it is left out."""
-    problems = spec.problems()
-    if spec.name.startswith(RESERVED_PREFIX):
-        problems.append(f"tool name {spec.name!r} is reserved for handoffs ({RESERVED_PREFIX}*)")
+    try:  # a hand-built ToolSpec (name=None, say) must not take its department down with it
+        problems = spec.problems()
+        if spec.name.startswith(RESERVED_PREFIX):
+            problems.append(
+                f"tool name {spec.name!r} is reserved for handoffs ({RESERVED_PREFIX}*)"
+            )
+    except Exception as exc:
+        problems = [f"tool {spec!r} cannot be checked: {exc!r}"]
     if problems:
         info.errors.extend(f"{p}; tool left out" for p in problems)
         return False
@@ -372,10 +389,10 @@ def _run_hook(registry: Registry, info: PluginInfo, impl: Any, hook: str, **kwar
     # Registrations are staged, so a failed hook's are dropped (commands go straight in).
     dropped = "" if hook == "register_commands" else "; what it registered was left out"
     try:
-        result = _call_with_timeout(
+        result = call_with_timeout(
             impl.function, registry.hook_timeout, **call_kwargs(impl, kwargs)
         )
-    except _HookTimeout as exc:
+    except HookTimeout as exc:
         info.errors.append(f"{hook} {exc}{dropped}")
         return False
     except Exception as exc:
@@ -386,18 +403,6 @@ def _run_hook(registry: Registry, info: PluginInfo, impl: Any, hook: str, **kwar
         info.errors.append(f"{hook} returned {shown}; hooks return None{dropped}")
         return False
     return True
-
-
-class _HookTimeout(TimeoutError):
-    pass
-
-
-def _call_with_timeout(fn: Callable[..., Any], timeout: float, **kwargs: Any) -> Any:
-    """Run a plugin hook, giving up after ``timeout`` seconds (the thread is abandoned)."""
-    try:
-        return in_thread(fn, kwargs).result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        raise _HookTimeout(f"did not return within {timeout:g}s") from None
 
 
 def _dist_name(ep: Any) -> str | None:

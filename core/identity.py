@@ -52,4 +52,10 @@ def caller_identity(participant: Any) -> str:
     return identity
 
 
-__all__ = ["PARTICIPANT_KIND_SIP", "SIP_PHONE_ATTRIBUTE", "caller_identity", "is_sip", "normalize_phone"]
+__all__ = [
+    "PARTICIPANT_KIND_SIP",
+    "SIP_PHONE_ATTRIBUTE",
+    "caller_identity",
+    "is_sip",
+    "normalize_phone",
+]

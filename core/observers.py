@@ -1,8 +1,10 @@
-"""Delivering task events to ``on_task_event`` hooks without ever holding up a call.
+"""Calling plugin hooks under a time limit, and delivering task events to ``on_task_event``
+hooks without ever holding up a call.
 
-Kept apart from the plugin host because its rules are about time, not registration: each
-observer plugin gets its own FIFO and worker per event loop, so events arrive in order and a
-slow, failing or hung observer only ever delays itself.
+Kept apart from the plugin host because these rules are about time, not registration: a hook
+runs in a daemon thread it may be abandoned in, and each observer plugin gets its own FIFO and
+worker per event loop, so events arrive in order and a slow, failing or hung observer only
+ever delays itself.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> concurrent.futu
     return future
 
 
+class HookTimeout(TimeoutError):
+    pass
+
+
+def call_with_timeout(fn: Callable[..., Any], timeout: float, **kwargs: Any) -> Any:
+    """Run a plugin hook, giving up after ``timeout`` seconds (the thread is abandoned)."""
+    try:
+        return in_thread(fn, kwargs).result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise HookTimeout(f"did not return within {timeout:g}s") from None
+
+
 def call_kwargs(impl: Any, offered: dict[str, Any]) -> dict[str, Any]:
     """The arguments a hookimpl asked for; pluggy lets it take a subset of the spec's."""
     return {k: v for k, v in offered.items() if k in impl.argnames}
@@ -55,9 +69,9 @@ class Observers:
         self.report = report  # (plugin name, message) -> None: shown by `plugins list`
         # Queues belong to one event loop; each loop (a test, a second asyncio.run, a thread
         # with its own loop) gets its own, dropped with the loop.
-        self.loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.loops: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Queue[Any]]
+        ] = weakref.WeakKeyDictionary()
         self.workers: set[asyncio.Task[None]] = set()
         self.timeouts: dict[str, int] = {}
         self.off: set[str] = set()

@@ -16,13 +16,12 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from livekit.agents import RunContext, llm
-from livekit.agents.llm import function_tool
-
 from frontdesk.core.errors import ToolError
 from frontdesk.core.tools import ToolContext, ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
+from livekit.agents import RunContext, llm
+from livekit.agents.llm import function_tool
 
 if TYPE_CHECKING:
     from frontdesk.core.session import CallRuntime
@@ -32,7 +31,9 @@ log = logging.getLogger("frontdesk.patterns")
 INTERRUPTED = "interrupted by caller"
 TIMEOUT = "timeout"
 SORRY = "Sorry, something went wrong with that. Please try again in a moment."
-STORE_DOWN = "Sorry, I can't do that right now; our records system isn't answering. Let's try again shortly."
+STORE_DOWN = (
+    "Sorry, I can't do that right now; our records system isn't answering. Let's try again shortly."
+)
 
 
 def function_tool_for(spec: ToolSpec, runtime: CallRuntime, department: str) -> llm.Tool:
@@ -86,7 +87,9 @@ def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-async def idempotency(runtime: CallRuntime, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, str, list[Task]]:
+async def idempotency(
+    runtime: CallRuntime, spec: ToolSpec, args: dict[str, Any]
+) -> tuple[str, str, list[Task]]:
     """(stable key, key for the new row, earlier attempts in the window, newest first).
 
     The same tool, arguments and caller within the window are one logical call; they share
@@ -124,9 +127,18 @@ async def run_tool(
         with contextlib.suppress(Exception):
             shown = raw_args if isinstance(raw_args, dict) else {"raw": str(raw_args)}
             row = await store.create(**common, status="running", args=spec.redact(shown))
-            await store.transition(row.id, "failed", error=str(exc), note="invalid arguments", delivered_at=utcnow())
+            await store.transition(
+                row.id, "failed", error=str(exc), note="invalid arguments", delivered_at=utcnow()
+            )
         raise llm.ToolError(str(exc)) from None
 
+    if spec.pattern == "critical" and run_ctx is not None:
+        # Before any row or side effect: once this returns, the caller cannot cut us off.
+        try:
+            run_ctx.disallow_interruptions()
+        except RuntimeError:
+            log.info("%s not started: the caller interrupted before it began", spec.name)
+            return None
     try:
         stable_key, row_key, prior = await idempotency(runtime, spec, args)
         if prior:
@@ -134,7 +146,9 @@ async def run_tool(
             if replay is not None:
                 return replay
         if spec.pattern == "background":
-            row = await store.create(**common, status="queued", args=args, note="queued for the runner")
+            row = await store.create(
+                **common, status="queued", args=args, note="queued for the runner"
+            )
             return background_ack(spec, row)
         row = await store.create(
             **common,
@@ -169,8 +183,6 @@ async def run_tool(
         return spec.ack or "Okay, that's taken care of."
 
     if spec.pattern == "critical":
-        if run_ctx is not None:
-            run_ctx.disallow_interruptions()
         async with _ack(spec, runtime, run_ctx):
             await asyncio.wait([work])
         return await finish(runtime, spec, row.id, work)
@@ -194,7 +206,9 @@ async def run_tool(
 
 
 @contextlib.asynccontextmanager
-async def _ack(spec: ToolSpec, runtime: CallRuntime, run_ctx: RunContext | None) -> AsyncIterator[None]:
+async def _ack(
+    spec: ToolSpec, runtime: CallRuntime, run_ctx: RunContext | None
+) -> AsyncIterator[None]:
     """Say the tool's ``ack`` if its work is still running after the threshold."""
     if spec.ack and run_ctx is not None:
         async with run_ctx.with_filler(spec.ack, delay=runtime.settings.ack_after_seconds):
@@ -203,12 +217,16 @@ async def _ack(spec: ToolSpec, runtime: CallRuntime, run_ctx: RunContext | None)
         yield
 
 
-async def finish(runtime: CallRuntime, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]) -> Any:
+async def finish(
+    runtime: CallRuntime, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]
+) -> Any:
     """Record how ``work`` ended and return what the LLM should read (or raise ToolError)."""
     store = runtime.store
     runtime.untrack(task_id)
     if work.cancelled():
-        await store.transition(task_id, "cancelled", error="cancelled", note="cancelled", delivered_at=utcnow())
+        await store.transition(
+            task_id, "cancelled", error="cancelled", note="cancelled", delivered_at=utcnow()
+        )
         return None
     exc = work.exception()
     try:
@@ -243,10 +261,14 @@ async def _replay(runtime: CallRuntime, spec: ToolSpec, prior: list[Task]) -> st
             if refreshed.status == "succeeded":
                 return for_llm(refreshed.result)
         else:
-            raise llm.ToolError("That request is still being processed. I'll let you know when it completes.")
+            raise llm.ToolError(
+                "That request is still being processed. I'll let you know when it completes."
+            )
     return None
 
 
 def background_ack(spec: ToolSpec, row: Task) -> str:
-    what = spec.ack or f"I've started {spec.name.replace('_', ' ')}"
+    from frontdesk.core.followups import task_noun
+
+    what = spec.ack or f"I've started your {task_noun(spec.name)}"
     return f"{what.rstrip('.')}; reference number {row.id}. I'll tell you when it's ready."

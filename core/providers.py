@@ -192,12 +192,16 @@ def select(kind: Kind, value: str, env: Mapping[str, str] | None = None) -> Choi
         )
     if not _has_key(provider, spec, env):
         raise ConfigError(_missing_message(kind, provider, spec, raw))
-    return _choice(kind, provider, spec, detail, f"FRONTDESK_{kind.upper()}={raw}; {spec.key_env} is set")
+    return _choice(
+        kind, provider, spec, detail, f"FRONTDESK_{kind.upper()}={raw}; {spec.key_env} is set"
+    )
 
 
 def _choice(kind: Kind, provider: str, spec: _Spec, detail: str, reason: str) -> Choice:
     if kind == "tts":
-        return Choice(kind, provider, voice=detail or spec.default, reason=reason, key_env=spec.key_env)
+        return Choice(
+            kind, provider, voice=detail or spec.default, reason=reason, key_env=spec.key_env
+        )
     return Choice(kind, provider, model=detail or spec.default, reason=reason, key_env=spec.key_env)
 
 
@@ -240,7 +244,9 @@ def build_llm(choice: Choice, env: Mapping[str, str] | None = None) -> Any:
         from livekit.plugins import google
 
         if env.get("GOOGLE_API_KEY"):
-            return google.LLM(model=choice.model or "gemini-2.5-flash", api_key=env["GOOGLE_API_KEY"])
+            return google.LLM(
+                model=choice.model or "gemini-2.5-flash", api_key=env["GOOGLE_API_KEY"]
+            )
         # Vertex AI: the project comes from the environment, credentials from ADC.
         return google.LLM(
             model=choice.model or "gemini-2.5-flash",
@@ -262,7 +268,9 @@ def build_stt(choice: Choice, env: Mapping[str, str] | None = None) -> Any:
     if choice.provider == "openai":
         from livekit.plugins import openai
 
-        return openai.STT(model=choice.model or "gpt-4o-mini-transcribe", api_key=env["OPENAI_API_KEY"])
+        return openai.STT(
+            model=choice.model or "gpt-4o-mini-transcribe", api_key=env["OPENAI_API_KEY"]
+        )
     if choice.provider == "google":
         from livekit.plugins import google
 

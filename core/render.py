@@ -22,7 +22,16 @@ def _short(value: Any, width: int = 48) -> str:
 
 def task_table(rows: list[Any], title: str = "tasks") -> None:
     table = Table(title=title)
-    for col in ("id", "caller", "department", "tool", "pattern", "status", "result / error", "delivered"):
+    for col in (
+        "id",
+        "caller",
+        "department",
+        "tool",
+        "pattern",
+        "status",
+        "result / error",
+        "delivered",
+    ):
         table.add_column(col)
     for t in rows:
         table.add_row(
@@ -71,7 +80,9 @@ def stats_table(rows: list[dict[str, Any]]) -> None:
         table.add_column(col)
     for r in rows:
         med = r["median_seconds"]
-        table.add_row(r["department"], r["status"], str(r["count"]), "" if med is None else f"{med:.3f}")
+        table.add_row(
+            r["department"], r["status"], str(r["count"]), "" if med is None else f"{med:.3f}"
+        )
     console.print(table)
 
 
@@ -90,9 +101,13 @@ def transcript_line(event: dict[str, Any]) -> None:
         console.print(f"{t} [magenta]handoff {event['from']} → {event['to']}[/magenta]")
     elif kind == "task":
         note = f" ({event['note']})" if event.get("note") else ""
-        console.print(f"{t} [yellow]task {event['task_id']} {event['tool']}: {event['status']}{note}[/yellow]")
+        console.print(
+            f"{t} [yellow]task {event['task_id']} {event['tool']}: {event['status']}{note}[/yellow]"
+        )
     elif kind == "tool_call":
-        console.print(f"{t} [dim]{event['agent']} calls {event['name']}({event['arguments']})[/dim]")
+        console.print(
+            f"{t} [dim]{event['agent']} calls {event['name']}({event['arguments']})[/dim]"
+        )
     elif kind in ("interrupt", "interrupt_refused"):
         console.print(f"{t} [red]{kind.replace('_', ' ')}[/red] {event.get('reason', '')}")
     elif kind in ("session_start", "session_end"):

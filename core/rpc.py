@@ -23,6 +23,7 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import fields
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,13 @@ _UNSUPPORTED_METHOD = 1400
 
 _tasks_t = TaskRow.__table__
 _events_t = TaskEventRow.__table__
+# A TaskEvent rebuilt from the log: the event's own columns, the rest from its task. Derived
+# from the dataclass so a field added to TaskEvent is picked up here too.
+_EVENT_FIELDS = [f.name for f in fields(TaskEvent)]
+_EVENT_COLUMNS = [
+    (_events_t.c[n] if n in ("task_id", "at", "status", "note") else _tasks_t.c[n]).label(n)
+    for n in _EVENT_FIELDS
+]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -166,7 +174,11 @@ class TaskRpc:
         try:
             self._queue.put_nowait(event_payload(event))
         except asyncio.QueueFull:
-            log.warning("rpc: update queue full for %s; dropped an event of task %s", self.caller, event.task_id)
+            log.warning(
+                "rpc: update queue full for %s; dropped an event of task %s",
+                self.caller,
+                event.task_id,
+            )
             return False
         if self._sender is None or self._sender.done():
             try:
@@ -217,8 +229,7 @@ class TaskRpc:
                 self._last_event_id = (await conn.execute(select(func.max(e.c.id)))).scalar() or 0
                 return 0
             stmt = (
-                select(e.c.id, e.c.task_id, e.c.at, e.c.status, e.c.note, t.c.caller, t.c.tool,
-                       t.c.plugin, t.c.department, t.c.pattern, t.c.progress)
+                select(e.c.id, *_EVENT_COLUMNS)
                 .join(t, t.c.id == e.c.task_id)
                 .where(e.c.id > self._last_event_id, t.c.caller == self.caller)
                 .order_by(e.c.id)
@@ -228,12 +239,10 @@ class TaskRpc:
         new = 0
         for r in rows:
             self._last_event_id = max(self._last_event_id, r.id)
-            at = r.at if r.at.tzinfo else r.at.replace(tzinfo=timezone.utc)
-            new += self._accept(
-                TaskEvent(task_id=r.task_id, caller=r.caller, tool=r.tool, plugin=r.plugin,
-                          department=r.department, pattern=r.pattern, status=r.status,
-                          note=r.note, progress=r.progress, at=at)
-            )
+            values = {name: r._mapping[name] for name in _EVENT_FIELDS}
+            if values["at"].tzinfo is None:
+                values["at"] = values["at"].replace(tzinfo=timezone.utc)
+            new += self._accept(TaskEvent(**values))
         return new
 
     def watch(self, interval: float = 0.5) -> asyncio.Task[None]:
@@ -315,9 +324,14 @@ class TaskRpc:
             )
         if task.status in FINISHED:
             raise _rpc_error(
-                CONFLICT, f"task {task_id} already {task.status}", task_id=task_id, status=task.status
+                CONFLICT,
+                f"task {task_id} already {task.status}",
+                task_id=task_id,
+                status=task.status,
             )
-        done = await self.store.transition(task_id, "cancelled", note="cancelled by the caller's app")
+        done = await self.store.transition(
+            task_id, "cancelled", note="cancelled by the caller's app"
+        )
         if done is None:
             current = await self.store.get(task_id, caller=self.caller)
             raise _rpc_error(

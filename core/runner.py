@@ -28,7 +28,9 @@ RESTART = "interrupted by restart"
 
 
 class Runner:
-    def __init__(self, store: TaskStore, registry: Registry, settings: Settings, owner: str | None = None) -> None:
+    def __init__(
+        self, store: TaskStore, registry: Registry, settings: Settings, owner: str | None = None
+    ) -> None:
         self.store = store
         self.registry = registry
         self.settings = settings
@@ -49,7 +51,9 @@ class Runner:
                 claimed = None
                 if len(self.jobs) < self.settings.runner_concurrency:
                     try:
-                        claimed = await self.store.claim(self.owner, self.settings.job_lease_seconds)
+                        claimed = await self.store.claim(
+                            self.owner, self.settings.job_lease_seconds
+                        )
                     except Exception:
                         log.exception("claim failed; retrying")
                 if claimed is not None:
@@ -82,7 +86,9 @@ class Runner:
             with contextlib.suppress(BaseException):
                 await job
             with contextlib.suppress(Exception):
-                await self.store.release(self.owner, task_id, note=f"released by {self.owner} at shutdown")
+                await self.store.release(
+                    self.owner, task_id, note=f"released by {self.owner} at shutdown"
+                )
         self.jobs.clear()
 
     async def recover(self) -> list[Task]:
@@ -97,10 +103,16 @@ class Runner:
             spec = self.registry.tools.get(task.tool)
             resumable = task.pattern == "background" and (spec is None or spec.resumable)
             if resumable and task.attempts < self.settings.job_max_attempts:
-                done = await self.store.release(self.owner, task.id, note=f"lease expired ({task.lease_owner}); re-queued")
+                done = await self.store.release(
+                    self.owner, task.id, note=f"lease expired ({task.lease_owner}); re-queued"
+                )
             else:
                 done = await self.store.transition(
-                    task.id, "failed", error=RESTART, note=f"{RESTART} ({task.lease_owner})", expect=("running",)
+                    task.id,
+                    "failed",
+                    error=RESTART,
+                    note=f"{RESTART} ({task.lease_owner})",
+                    expect=("running",),
                 )
             if done is not None:
                 handled.append(done)
@@ -120,7 +132,9 @@ class Runner:
     async def _execute(self, job: Task) -> None:
         spec = self.registry.tools.get(job.tool)
         if spec is None or spec.pattern != "background":
-            await self._finish(job, "failed", error=f"no background tool named {job.tool!r} is loaded here")
+            await self._finish(
+                job, "failed", error=f"no background tool named {job.tool!r} is loaded here"
+            )
             return
         ctx = ToolContext(
             caller=job.caller,
@@ -162,7 +176,12 @@ class Runner:
 
     async def _finish(self, job: Task, status: str, **values: Any) -> None:
         done = await self.store.transition(
-            job.id, status, expect=("running",), note=values.get("error"), owner=self.owner, **values
+            job.id,
+            status,
+            expect=("running",),
+            note=values.get("error"),
+            owner=self.owner,
+            **values,
         )
         if done is None:
             log.info("job %s was cancelled or reclaimed before it finished here", job.id)

@@ -71,7 +71,9 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
         raise bad(f"expected a mapping such as {{user: ...}}, got {type(raw).__name__}")
     kinds = [k for k in raw if k in KINDS]
     if len(kinds) != 1:
-        raise bad(f"needs exactly one of {', '.join(KINDS)}; found {', '.join(map(str, raw)) or 'nothing'}")
+        raise bad(
+            f"needs exactly one of {', '.join(KINDS)}; found {', '.join(map(str, raw)) or 'nothing'}"
+        )
     kind = kinds[0]
     extra = set(raw) - {kind, "llm"} if kind == "user" else set(raw) - {kind}
     if extra:
@@ -88,7 +90,9 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
             if not isinstance(reply, dict) or set(reply) - {"say", "tools"}:
                 raise bad(f"llm reply {j} must be a mapping with 'say' and/or 'tools'")
             tools = reply.get("tools", [])
-            if not isinstance(tools, list) or not all(isinstance(t, dict) and len(t) == 1 for t in tools):
+            if not isinstance(tools, list) or not all(
+                isinstance(t, dict) and len(t) == 1 for t in tools
+            ):
                 raise bad(f"llm reply {j}: 'tools' must be a list of {{tool_name: {{args}}}}")
         step.llm = replies
     elif kind == "interrupt":
@@ -97,11 +101,15 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
             raise bad("'interrupt' takes {after: seconds}")
         step.value = {"after": float(after)}
     elif kind == "wait":
-        if not isinstance(value, dict) or not ({"seconds"} <= set(value) or {"task", "status"} <= set(value)):
+        if not isinstance(value, dict) or not (
+            {"seconds"} <= set(value) or {"task", "status"} <= set(value)
+        ):
             raise bad("'wait' takes {seconds: N} or {task: TOOL, status: STATUS, timeout: N}")
     elif kind == "expect":
         if not isinstance(value, dict) or not value:
-            raise bad("'expect' takes {task: TOOL, status: S}, {agent: NAME}, {said: REGEX} or {not_said: REGEX}")
+            raise bad(
+                "'expect' takes {task: TOOL, status: S}, {agent: NAME}, {said: REGEX} or {not_said: REGEX}"
+            )
         unknown = set(value) - EXPECT_KEYS
         if unknown:
             raise bad(f"'expect' does not know {', '.join(sorted(unknown))}")

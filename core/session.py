@@ -15,10 +15,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from livekit.agents import Agent, AgentSession
-
 from frontdesk.agents.department import DepartmentAgent
-from frontdesk.agents.handoff import carried_context
+from frontdesk.agents.handoff import carried_context, extract_facts
 from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
 from frontdesk.core.followups import FollowupWatcher, followup_instructions
@@ -27,6 +25,7 @@ from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task, TaskStore
+from livekit.agents import Agent, AgentSession
 
 if TYPE_CHECKING:
     pass
@@ -131,7 +130,9 @@ class CallRuntime:
         if forgettable:
             await asyncio.wait(forgettable, timeout=self.settings.fire_and_forget_grace_seconds)
         if self._background:
-            await asyncio.wait(self._background, timeout=self.settings.fire_and_forget_grace_seconds)
+            await asyncio.wait(
+                self._background, timeout=self.settings.fire_and_forget_grace_seconds
+            )
         for task_id, (_spec, work) in list(self.inflight.items()):
             work.cancel()
             with contextlib.suppress(Exception):
@@ -152,12 +153,18 @@ class CallRuntime:
             await asyncio.sleep(interval)
             if self.inflight:
                 with contextlib.suppress(Exception):
-                    await self.store.renew(self.owner, self.settings.job_lease_seconds, list(self.inflight))
+                    await self.store.renew(
+                        self.owner, self.settings.job_lease_seconds, list(self.inflight)
+                    )
 
     async def interrupt(self) -> bool:
         """Barge in on the current turn, as a caller speaking over the agent does. Returns
         False, and logs, when critical work refuses it (LiveKit may refuse silently)."""
-        critical = [i for i, (spec, w) in self.inflight.items() if spec.pattern == "critical" and not w.done()]
+        critical = [
+            i
+            for i, (spec, w) in self.inflight.items()
+            if spec.pattern == "critical" and not w.done()
+        ]
         refused = bool(critical)
         reason = f"critical work in progress (tasks {', '.join(map(str, critical))})"
         try:
@@ -199,7 +206,9 @@ class CallRuntime:
             return False
         self._delivering.add(task.id)
         try:
-            self.emit({"type": "followup", "task_id": task.id, "tool": task.tool, "agent": self.current})
+            self.emit(
+                {"type": "followup", "task_id": task.id, "tool": task.tool, "agent": self.current}
+            )
             handle = self.session.generate_reply(instructions=followup_instructions(task))
             await handle
             if handle.interrupted:
@@ -219,16 +228,29 @@ class CallRuntime:
         if getattr(item, "type", None) != "message" or not item.text_content:
             return
         if item.role == "user":
+            self.facts.update(extract_facts(item.text_content))
             self.emit({"type": "user", "text": item.text_content})
         elif item.role == "assistant":
             self.emit({"type": "agent", "agent": self.current, "text": item.text_content})
 
     def _on_tools(self, ev: Any) -> None:
         for call, output in ev.zipped():
-            self.emit({"type": "tool_call", "agent": self.current, "name": call.name, "arguments": call.arguments})
+            self.emit(
+                {
+                    "type": "tool_call",
+                    "agent": self.current,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+            )
             if output is not None:
                 self.emit(
-                    {"type": "tool_output", "name": call.name, "output": output.output, "is_error": output.is_error}
+                    {
+                        "type": "tool_output",
+                        "name": call.name,
+                        "output": output.output,
+                        "is_error": output.is_error,
+                    }
                 )
 
 

@@ -29,6 +29,7 @@ class Settings(BaseSettings):
     kb_path: Path | None = None
     reports_path: Path = Path("reports")
     search_web_url: str | None = None
+    sandbox_gateway_seconds: float = Field(0.0, ge=0)
 
     job_lease_seconds: float = Field(30.0, gt=0)
     job_max_attempts: int = Field(3, ge=1)

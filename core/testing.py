@@ -100,5 +100,7 @@ class _ScriptedStream(llm.LLMStream):
     async def _run(self) -> None:
         if self._delay:
             await asyncio.sleep(self._delay)
-        tools = [(name, args) for entry in self._reply.get("tools", []) for name, args in entry.items()]
+        tools = [
+            (name, args) for entry in self._reply.get("tools", []) for name, args in entry.items()
+        ]
         self._event_ch.send_nowait(reply_chunk(self._reply.get("say"), tools))

@@ -13,9 +13,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-
 from frontdesk.core.errors import ToolError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 if TYPE_CHECKING:
     from frontdesk.db.store import TaskStore
@@ -62,6 +61,7 @@ class ToolSpec:
     ack: str | None = None
     sensitive: frozenset[str] = frozenset()
     resumable: bool = True
+    precheck: Callable[..., Any] | None = None
     plugin: str | None = None
     _model: type[BaseModel] | None = field(default=None, repr=False)
 
@@ -127,11 +127,19 @@ class ToolSpec:
         if not isinstance(raw, dict):
             raise ToolError(f"I couldn't read the details for {self.name}.")
         try:
-            return self.model().model_validate(raw).model_dump()
+            args = self.model().model_validate(raw).model_dump()
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ())) or "input"
             raise ToolError(f"I need a valid {where} for {self.name}.") from None
+        if self.precheck is not None:
+            try:
+                self.precheck(**args)
+            except ToolError:
+                raise
+            except Exception:
+                raise ToolError(f"I couldn't use those details for {self.name}.") from None
+        return args
 
     def redact(self, args: dict[str, Any]) -> dict[str, Any]:
         """Arguments as they may be stored in history: sensitive ones hidden, cards masked."""
@@ -174,6 +182,7 @@ def tool(
     ack: str | None = None,
     sensitive: Iterable[str] = (),
     resumable: bool = True,
+    precheck: Callable[..., Any] | None = None,
 ) -> Any:
     """Declare a plugin tool.
 
@@ -181,7 +190,9 @@ def tool(
     docs/patterns.md). The docstring is the LLM's description; parameters after ``ctx`` become
     the tool's JSON schema. ``sensitive`` names parameters that are never stored, ``ack`` is
     said when the work takes a while, ``timeout`` fails the task past that many seconds and
-    ``resumable`` (background only) lets a crashed job be run again.
+    ``resumable`` (background only) lets a crashed job be run again. ``precheck`` is called
+    with the validated arguments (no ctx) before any work starts and may raise ``ToolError``:
+    for a background tool that means bad input is answered in the call, not after queueing.
     """
 
     def wrap(f: ToolFn) -> ToolSpec:
@@ -193,6 +204,7 @@ def tool(
             ack=ack,
             sensitive=frozenset(sensitive),
             resumable=resumable,
+            precheck=precheck,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -72,8 +72,7 @@ class Call:
 
 
 def _default_start_call() -> StartCall:
-    # LEAD: frontdesk.core.session.start_call is the lead's; imported late so this module
-    # loads (and prewarm runs) without it.
+    # Imported late: frontdesk.core.session imports livekit.agents and every department.
     from frontdesk.core.session import start_call
 
     return start_call
@@ -88,6 +87,7 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     from livekit.agents import AgentSession, room_io
 
     from frontdesk.core.acks import AckCache, default_cache_dir
+    from frontdesk.core.followups import FollowupWatcher
     from frontdesk.core.rpc import TaskRpc
     from frontdesk.db.engine import ensure_schema
 
@@ -122,8 +122,25 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
         ctx.room.local_participant, store, caller, participant_identity=participant.identity
     )
     rpc.register()
+    # on_task_event hooks see this process's writes; the RPC sees them at once, and the
+    # runner's (another process) through its poll.
+    store.observers.append(registry.observe)
     store.observers.append(rpc.on_event)
     rpc.watch(max(settings.followup_poll_seconds, 0.5))
+    watcher = FollowupWatcher(store, settings.followup_poll_seconds)
+
+    async def close(reason: str) -> None:
+        if warm_task is not None:
+            warm_task.cancel()
+        for step in (watcher.aclose(), registry.drain(2.0), rpc.aclose()):
+            try:
+                await step
+            except Exception as exc:  # one failing step must not keep the rest from running
+                log.debug("call %s close: %r", session_id, exc)
+        for observer in (rpc.on_event, registry.observe):
+            if observer in store.observers:
+                store.observers.remove(observer)
+        await store.close()
 
     try:
         runtime = await (start_call or _default_start_call())(
@@ -133,39 +150,30 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
             settings=settings,
             caller=caller,
             session_id=session_id,
-            # LEAD: start_call must pass these two to session.start(agent, room=..., room_options=...)
-            # so the session binds to this participant's audio, and use acks.say() for tool acks.
+            watcher=watcher,
+            # LEAD: start_call must accept these and pass room/room_options to
+            # session.start(agent, room=..., room_options=...) so the session binds to this
+            # participant's audio and text; acks.say(session, text) plays cached tool acks.
             room=ctx.room,
             room_options=room_io.RoomOptions(participant_identity=participant.identity),
             acks=acks,
         )
     except BaseException:
-        await _close_quietly(rpc, store, warm_task)
+        await close("start failed")
         raise
 
     async def shutdown(reason: str = "") -> None:
         # DESIGN.md's shutdown rules live in the runtime: critical work finishes, fire-and-forget
-        # gets a bounded wait and is then closed with a reason. Then the last updates go out.
-        log.info("call %s ending: %s", session_id, reason or "shutdown")
+        # gets a bounded wait, the rest is closed with this reason. Then the last updates go out.
+        reason = reason or "call ended"
+        log.info("call %s ending: %s", session_id, reason)
         try:
-            await runtime.shutdown()
+            await runtime.shutdown(reason)
         finally:
-            await _close_quietly(rpc, store, warm_task)
+            await close(reason)
 
     ctx.add_shutdown_callback(shutdown)
     return Call(caller, session_id, participant.identity, session, runtime, rpc, acks, shutdown)
-
-
-async def _close_quietly(rpc: TaskRpc, store: TaskStore, warm_task: asyncio.Task[int] | None) -> None:
-    if warm_task is not None:
-        warm_task.cancel()
-    try:
-        await rpc.aclose()
-    except Exception as exc:
-        log.debug("rpc close: %r", exc)
-    if rpc.on_event in store.observers:
-        store.observers.remove(rpc.on_event)
-    await store.close()
 
 
 def build_server(
@@ -242,8 +250,9 @@ class RunnerThread:
         self._stop = asyncio.Event()
         self._ready.set()
         store = await TaskStore.open(self.settings.database_url)
+        assert self.registry is not None
+        store.observers.append(self.registry.observe)
         try:
-            # LEAD: frontdesk.core.runner.Runner(store, registry, settings).run(stop_event)
             from frontdesk.core.runner import Runner
 
             await Runner(store, self.registry, self.settings).run(self._stop)
@@ -263,4 +272,12 @@ class RunnerThread:
         return not self._thread.is_alive()
 
 
-__all__ = ["Call", "RunnerThread", "build_server", "entrypoint", "prewarm", "run_call", "run_server"]
+__all__ = [
+    "Call",
+    "RunnerThread",
+    "build_server",
+    "entrypoint",
+    "prewarm",
+    "run_call",
+    "run_server",
+]

@@ -18,6 +18,8 @@ hook (below); without one the built-in ``SandboxGateway`` is used with the sandb
 
 from __future__ import annotations
 
+import asyncio
+
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -92,6 +94,9 @@ class SandboxGateway:
     def __init__(self) -> None:
         self.seen: dict[str, str] = {}  # idempotency key -> ref
         self.calls = 0  # how many times money "moved", for tests and the demo
+        # A card network round trip takes a few hundred ms; FRONTDESK_SANDBOX_GATEWAY_SECONDS
+        # gives the sandbox that shape, so a demo can show a payment refusing interruption.
+        self.latency = 0.0
 
     def _record(self, prefix: str, key: str) -> str:
         if key not in self.seen:
@@ -100,6 +105,8 @@ class SandboxGateway:
         return self.seen[key]
 
     async def charge(self, account: AccountView, amount: Decimal, idempotency_key: str) -> str:
+        if self.latency:
+            await asyncio.sleep(self.latency)
         return self._record("sbx_ch", idempotency_key)
 
     async def refund(self, payment_ref: str, amount: Decimal, idempotency_key: str) -> str:
@@ -114,6 +121,7 @@ SANDBOX = SandboxGateway()
 
 def gateway_for(hook: Any, settings: Settings | None) -> PaymentGateway:
     """The plugin-supplied gateway, or the sandbox when no plugin supplies one."""
+    SANDBOX.latency = (settings or Settings()).sandbox_gateway_seconds
     caller = getattr(hook, "frontdesk_payment_gateway", None) if hook is not None else None
     if caller is None:
         return SANDBOX

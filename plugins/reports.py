@@ -243,7 +243,7 @@ def _write_files(folder: Path, stem: str, report: Report) -> tuple[Path, Path]:
     return csv_path.resolve(), png_path.resolve()
 
 
-@tool(pattern="background")
+@tool(pattern="background", precheck=validate_report_args)
 async def generate_report(ctx: ToolContext, kind: str, period: str) -> dict[str, Any]:
     """Build a report as a CSV file and a chart: kind "statement" (invoices and payments) or
     "activity" (what the caller asked the front desk to do). period is a month like 2026-03,

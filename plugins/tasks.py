@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from frontdesk.core import ToolContext, ToolError, hookimpl, tool
 from frontdesk.core.errors import TaskNotFound
+from frontdesk.core.followups import task_noun
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
 
@@ -15,7 +16,7 @@ OWN_TOOLS = {"task_status", "my_tasks", "cancel_task"}
 
 
 def describe(task: Task) -> str:
-    what = f"{task.tool.replace('_', ' ')} (reference {task.id})"
+    what = f"{task_noun(task.tool)} (reference {task.id})"
     if task.status == "running" and task.progress is not None:
         note = f", {task.progress_note}" if task.progress_note else ""
         return f"Your {what} is running, about {round(task.progress * 100)}% done{note}."
@@ -51,7 +52,9 @@ async def task_status(ctx: ToolContext, task_id: int | None = None) -> str:
 @tool(pattern="interruptible")
 async def my_tasks(ctx: ToolContext) -> str:
     """The caller's recent tasks and their status."""
-    tasks = [t for t in await ctx.store.list(caller=ctx.caller, limit=30) if t.tool not in OWN_TOOLS]
+    tasks = [
+        t for t in await ctx.store.list(caller=ctx.caller, limit=30) if t.tool not in OWN_TOOLS
+    ]
     if not tasks:
         return "You don't have any tasks with us yet."
     return " ".join(describe(t) for t in tasks[:5])
@@ -63,15 +66,21 @@ async def cancel_task(ctx: ToolContext, task_id: int) -> str:
     Payments and other critical work cannot be cancelled."""
     task = await _own(ctx, task_id)
     if task.pattern != "background":
-        raise ToolError(f"Reference {task.id} can't be cancelled; only background jobs like reports can.")
+        raise ToolError(
+            f"Reference {task.id} can't be cancelled; only background jobs like reports can."
+        )
     if task.finished:
         raise ToolError(f"Reference {task.id} has already {task.status}.")
     done = await ctx.store.transition(
-        task.id, "cancelled", error="cancelled by caller", note="cancelled by caller", delivered_at=utcnow()
+        task.id,
+        "cancelled",
+        error="cancelled by caller",
+        note="cancelled by caller",
+        delivered_at=utcnow(),
     )
     if done is None:
         raise ToolError(f"Reference {task.id} finished before I could cancel it.")
-    return f"I've cancelled {task.tool.replace('_', ' ')} reference {task.id}."
+    return f"I've cancelled your {task_noun(task.tool)}, reference {task.id}."
 
 
 @hookimpl

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import kit
 from frontdesk.core.scenario import parse_scenario
 from frontdesk.core.simulate import simulate
-
-import kit
 
 
 async def play(settings, registry, transcript, steps, caller="alice"):
@@ -18,18 +17,28 @@ def to_lab(*replies):
     return {"user": "lab please", "llm": [{"tools": [{"transfer_to_lab": {}}]}, *replies]}
 
 
-async def test_interrupted_lookup_is_cancelled_and_never_spoken(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "You're at the lab."}),
-        {"user": "look up argon", "llm": [
-            {"tools": [{"lookup": {"query": "argon", "seconds": 3}}]},
-            {"say": "STALE: the lab notes say argon is fine."},
-        ]},
-        {"interrupt": {"after": 0.3}},
-        {"user": "never mind", "llm": [{"say": "Sure, what else?"}]},
-        {"expect": {"task": "lookup", "status": "cancelled"}},
-        {"expect": {"not_said": "STALE"}},
-    ])
+async def test_interrupted_lookup_is_cancelled_and_never_spoken(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "You're at the lab."}),
+            {
+                "user": "look up argon",
+                "llm": [
+                    {"tools": [{"lookup": {"query": "argon", "seconds": 3}}]},
+                    {"say": "STALE: the lab notes say argon is fine."},
+                ],
+            },
+            {"interrupt": {"after": 0.3}},
+            {"user": "never mind", "llm": [{"say": "Sure, what else?"}]},
+            {"expect": {"task": "lookup", "status": "cancelled"}},
+            {"expect": {"not_said": "STALE"}},
+        ],
+    )
     assert failures == []
     [task] = await store.list(caller="alice", tool="lookup")
     assert task.status == "cancelled" and task.error == "interrupted by caller"
@@ -39,20 +48,33 @@ async def test_interrupted_lookup_is_cancelled_and_never_spoken(settings, regist
     assert ("lab", "Sure, what else?") in transcript.said()
 
 
-async def test_critical_refuses_interruption_and_completes_once(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab here."}),
-        {"user": "charge me 5", "llm": [
-            {"tools": [{"charge": {"amount": "5.00", "seconds": 0.6}}]},
-            {"say": "Done, charged."},
-        ]},
-        {"interrupt": {"after": 0.2}},
-        {"user": "charge me 5 again", "llm": [
-            {"tools": [{"charge": {"amount": "5.00", "seconds": 0.6}}]},
-            {"say": "That was already charged."},
-        ]},
-        {"expect": {"task": "charge", "status": "succeeded"}},
-    ])
+async def test_critical_refuses_interruption_and_completes_once(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab here."}),
+            {
+                "user": "charge me 5",
+                "llm": [
+                    {"tools": [{"charge": {"amount": "5.00", "seconds": 0.6}}]},
+                    {"say": "Done, charged."},
+                ],
+            },
+            {"interrupt": {"after": 0.2}},
+            {
+                "user": "charge me 5 again",
+                "llm": [
+                    {"tools": [{"charge": {"amount": "5.00", "seconds": 0.6}}]},
+                    {"say": "That was already charged."},
+                ],
+            },
+            {"expect": {"task": "charge", "status": "succeeded"}},
+        ],
+    )
     assert failures == []
     assert transcript.of("interrupt_refused")
     assert kit.calls["charge"] == 1  # the repeat was answered from the first task
@@ -62,16 +84,32 @@ async def test_critical_refuses_interruption_and_completes_once(settings, regist
     assert ("lab", "Done, charged.") in transcript.said()
 
 
-async def test_fire_and_forget_acks_at_once_and_finishes_later(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab."}),
-        {"user": "note this", "llm": [{"tools": [{"note": {"text": "hello", "seconds": 0.5}}]}, {"say": "Noted it."}]},
-        {"expect": {"task": "note", "status": "running"}},
-        {"wait": {"task": "note", "status": "succeeded", "timeout": 5}},
-        {"user": "note explode", "llm": [{"tools": [{"note": {"text": "explode", "seconds": 0}}]}, {"say": "Ok."}]},
-        {"wait": {"task": "note", "status": "failed", "timeout": 5}},
-        {"user": "still there?", "llm": [{"say": "Yes."}]},
-    ])
+async def test_fire_and_forget_acks_at_once_and_finishes_later(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "note this",
+                "llm": [
+                    {"tools": [{"note": {"text": "hello", "seconds": 0.5}}]},
+                    {"say": "Noted it."},
+                ],
+            },
+            {"expect": {"task": "note", "status": "running"}},
+            {"wait": {"task": "note", "status": "succeeded", "timeout": 5}},
+            {
+                "user": "note explode",
+                "llm": [{"tools": [{"note": {"text": "explode", "seconds": 0}}]}, {"say": "Ok."}],
+            },
+            {"wait": {"task": "note", "status": "failed", "timeout": 5}},
+            {"user": "still there?", "llm": [{"say": "Yes."}]},
+        ],
+    )
     assert failures == []
     outputs = [e for e in transcript.of("tool_output") if e["name"] == "note"]
     assert outputs[0]["output"] == "Noted." and not outputs[0]["is_error"]
@@ -80,20 +118,36 @@ async def test_fire_and_forget_acks_at_once_and_finishes_later(settings, registr
     assert ("lab", "Yes.") in transcript.said()
 
 
-async def test_background_result_spoken_by_department_active_after_two_handoffs(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab."}),
-        {"user": "run experiment x", "llm": [
-            {"tools": [{"experiment": {"name": "x", "seconds": 1.0}}]},
-            {"say": "Started, I'll let you know."},
-        ]},
-        {"user": "take me to the archive", "llm": [{"tools": [{"transfer_to_archive": {}}]}, {"say": "Archive here."}]},
-        {"user": "back to the front desk", "llm": [{"tools": [{"transfer_to_triage": {}}]}, {"say": "Front desk again."}]},
-        {"wait": {"task": "experiment", "status": "succeeded", "timeout": 10}},
-        {"wait": {"seconds": 0.5}},
-        {"expect": {"task": "experiment", "delivered": True}},
-        {"expect": {"said": "Experiment x finished"}},
-    ])
+async def test_background_result_spoken_by_department_active_after_two_handoffs(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "run experiment x",
+                "llm": [
+                    {"tools": [{"experiment": {"name": "x", "seconds": 1.0}}]},
+                    {"say": "Started, I'll let you know."},
+                ],
+            },
+            {
+                "user": "take me to the archive",
+                "llm": [{"tools": [{"transfer_to_archive": {}}]}, {"say": "Archive here."}],
+            },
+            {
+                "user": "back to the front desk",
+                "llm": [{"tools": [{"transfer_to_triage": {}}]}, {"say": "Front desk again."}],
+            },
+            {"wait": {"task": "experiment", "status": "succeeded", "timeout": 10}},
+            {"wait": {"seconds": 0.5}},
+            {"expect": {"task": "experiment", "delivered": True}},
+            {"expect": {"said": "Experiment x finished"}},
+        ],
+    )
     assert failures == [], failures
     [job] = await store.list(caller="alice", tool="experiment")
     assert job.status == "succeeded" and job.delivered_at is not None and job.progress == 1.0
@@ -106,18 +160,31 @@ async def test_background_result_spoken_by_department_active_after_two_handoffs(
     assert spoken_by == ["triage"]
 
 
-async def test_job_running_at_hangup_is_delivered_after_reconnect(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab."}),
-        {"user": "run experiment y", "llm": [{"tools": [{"experiment": {"name": "y", "seconds": 1.0}}]}, {"say": "Started."}]},
-        {"hangup": {}},
-        {"wait": {"task": "experiment", "status": "succeeded", "timeout": 10}},
-        {"expect": {"task": "experiment", "delivered": False}},
-        {"reconnect": {}},
-        {"wait": {"seconds": 0.5}},
-        {"expect": {"task": "experiment", "delivered": True}},
-        {"expect": {"said": "Experiment y finished"}},
-    ])
+async def test_job_running_at_hangup_is_delivered_after_reconnect(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "run experiment y",
+                "llm": [
+                    {"tools": [{"experiment": {"name": "y", "seconds": 1.0}}]},
+                    {"say": "Started."},
+                ],
+            },
+            {"hangup": {}},
+            {"wait": {"task": "experiment", "status": "succeeded", "timeout": 10}},
+            {"expect": {"task": "experiment", "delivered": False}},
+            {"reconnect": {}},
+            {"wait": {"seconds": 0.5}},
+            {"expect": {"task": "experiment", "delivered": True}},
+            {"expect": {"said": "Experiment y finished"}},
+        ],
+    )
     assert failures == [], failures
     [job] = await store.list(caller="alice", tool="experiment")
     assert job.delivered_at is not None
@@ -127,13 +194,20 @@ async def test_job_running_at_hangup_is_delivered_after_reconnect(settings, regi
     assert delivered and delivered[-1]["agent"] == "triage"
 
 
-async def test_timeout_and_exception_give_clean_messages_and_failed_rows(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab."}),
-        {"user": "break", "llm": [{"tools": [{"boom": {}}]}]},
-        {"user": "slow", "llm": [{"tools": [{"sluggish": {}}]}]},
-        {"user": "closed?", "llm": [{"tools": [{"refuse": {}}]}]},
-    ])
+async def test_timeout_and_exception_give_clean_messages_and_failed_rows(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {"user": "break", "llm": [{"tools": [{"boom": {}}]}]},
+            {"user": "slow", "llm": [{"tools": [{"sluggish": {}}]}]},
+            {"user": "closed?", "llm": [{"tools": [{"refuse": {}}]}]},
+        ],
+    )
     assert failures == []
     rows = {t.tool: t for t in await store.list(caller="alice")}
     assert rows["boom"].status == "failed" and rows["boom"].error == "internal error: ValueError"
@@ -146,19 +220,57 @@ async def test_timeout_and_exception_give_clean_messages_and_failed_rows(setting
     assert len(errors) == 3
 
 
-async def test_task_status_shows_progress_and_hides_other_callers(settings, registry, store, transcript):
-    other = await store.create(caller="mallory", tool="experiment", pattern="background", args={"name": "m"})
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab."}),
-        {"user": "run experiment z", "llm": [{"tools": [{"experiment": {"name": "z", "seconds": 2.0}}]}, {"say": "Started."}]},
-        {"wait": {"seconds": 0.8}},
-        {"user": "how is it going", "llm": [{"tools": [{"task_status": {}}]}]},
-        {"user": "and that other one", "llm": [{"tools": [{"task_status": {"task_id": other.id}}]}]},
-        {"user": "cancel it", "llm": [{"tools": [{"cancel_task": {"task_id": other.id}}]}]},
-    ], caller="alice")
+async def test_task_status_shows_progress_and_hides_other_callers(
+    settings, registry, store, transcript
+):
+    other = await store.create(
+        caller="mallory", tool="experiment", pattern="background", args={"name": "m"}
+    )
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "run experiment z",
+                "llm": [
+                    {"tools": [{"experiment": {"name": "z", "seconds": 2.0}}]},
+                    {"say": "Started."},
+                ],
+            },
+            {"wait": {"seconds": 0.8}},
+            {"user": "how is it going", "llm": [{"tools": [{"task_status": {}}]}]},
+            {
+                "user": "and that other one",
+                "llm": [{"tools": [{"task_status": {"task_id": other.id}}]}],
+            },
+            {"user": "cancel it", "llm": [{"tools": [{"cancel_task": {"task_id": other.id}}]}]},
+        ],
+        caller="alice",
+    )
     assert failures == []
-    outputs = [e["output"] for e in transcript.of("tool_output") if e["name"] in ("task_status", "cancel_task")]
+    outputs = [
+        e["output"]
+        for e in transcript.of("tool_output")
+        if e["name"] in ("task_status", "cancel_task")
+    ]
     assert "% done" in outputs[0] and "step" in outputs[0]
     assert "couldn't find a task" in outputs[1] and "couldn't find a task" in outputs[2]
     assert (await store.get(other.id)).status in ("queued", "running", "succeeded")
     assert (await store.get(other.id)).caller == "mallory"
+
+
+async def test_interrupt_at_the_very_start_of_critical_work_leaves_nothing_half_done(settings, registry, store, transcript):
+    failures = await play(settings, registry, transcript, [
+        to_lab({"say": "Lab."}),
+        {"user": "charge me 7", "llm": [{"tools": [{"charge": {"amount": "7.00", "seconds": 0.2}}]}, {"say": "Charged."}]},
+        {"interrupt": {"after": 0.0}},
+        {"user": "hello?", "llm": [{"say": "Still here."}]},
+    ])
+    assert failures == []
+    rows = await store.list(caller="alice", tool="charge")
+    # Either the interruption came first (nothing started) or it was refused (charged once).
+    assert len(rows) == kit.calls.get("charge", 0) <= 1
+    assert all(t.status == "succeeded" for t in rows)
+    assert ("lab", "Still here.") in transcript.said()
