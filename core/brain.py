@@ -24,7 +24,8 @@ STOP = set(
     "what whats what's how do does in on at and or with about need tell get".split()
 )
 IDS = re.compile(r"\b((?:INV|PAY|R)-[A-Z0-9-]+)\b", re.I)
-MONEY = re.compile(r"(?:\$|€|£)\s*(\d+(?:[.,]\d{1,2})?)|(\d+(?:\.\d{1,2}))\b")
+MONEY = re.compile(r"(?:\$|€|£)\s*(\d+(?:[.,]\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\b")
+STATUS = re.compile(r"\b(what happened|status|ready yet|done yet|is it ready|how is (it|my)|progress)\b", re.I)
 NUMBER = re.compile(r"\b(\d+)\b")
 MONTH = re.compile(r"\b(\d{4}-\d{2})\b")
 QUOTED = re.compile(r"[\"“']([^\"”']{2,})[\"”']")
@@ -164,6 +165,9 @@ def answer(
         if any(s["name"] == "record_call_outcome" for s in schemas):
             return None, [("record_call_outcome", {})]
         return "Thank you for calling. Goodbye!", []
+    if STATUS.search(text) and any(s["name"] == "task_status" for s in schemas):
+        ref = NUMBER.search(IDS.sub(" ", text))
+        return None, [("task_status", {"task_id": int(ref.group(1))} if ref else {})]
     if YES.match(text):
         pending = _pending_confirmation(items)
         if pending is not None:
@@ -186,7 +190,8 @@ def answer(
         return f"Sorry, I didn't understand that.{offer}", []
     schema = best[1]
     if schema["name"].startswith("transfer_to_"):
-        return f"Let me transfer you to {schema['name'][12:]}.", [(schema["name"], {})]
+        desk = schema["name"][12:]
+        return f"Let me transfer you to {'the front desk' if desk == 'triage' else desk}.", [(schema["name"], {})]
     args = fill_args(text, schema.get("parameters", {}), items)
     missing = [p for p in schema.get("parameters", {}).get("required", []) if p not in args]
     if missing:
@@ -228,7 +233,7 @@ def _value_for(name: str, kind: str, text: str) -> Any:
             return int(m.group(1)) if kind == "integer" else m.group(1)
         return None
     if "amount" in name:
-        if m := MONEY.search(text):
+        if m := MONEY.search(IDS.sub(" ", text)):  # "INV-1002" is not an amount
             return (m.group(1) or m.group(2)).replace(",", ".")
         return None
     if kind in ("integer", "number"):

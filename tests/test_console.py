@@ -1,0 +1,48 @@
+"""`frontdesk console` driven through stdin, with the offline brain and no keys, walking every
+department with ordinary phrasing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
+
+LINES = [
+    "hello",
+    "what time is checkout",
+    "is there parking",
+    "I want to pay my bill",
+    "pay INV-1002 120",
+    "yes",
+    "what is my balance",
+    "I need a statement report for last 30 days",
+    "take me back to the front desk",
+    "blorp zzz",
+    "bye",
+]
+
+
+def test_console_walks_every_department(tmp_path):
+    db = f"sqlite+aiosqlite:///{tmp_path}/console.db"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(FRONTDESK_LOAD_PLUGINS="", FRONTDESK_REPORTS_PATH=str(tmp_path / "reports"))
+    out = subprocess.run([*FRONTDESK, "console", "--caller", "newbie", "--db", db], input="\n".join(LINES) + "\n",
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Checkout is at 11 am" in text
+    assert "parking" in text.lower()
+    assert "Shall I go ahead?" in text and "Done: I paid $120.00" in text
+    assert "$405.15" in text
+    assert "(transferred search → billing)" in text and "(transferred billing → reports)" in text
+    assert "Sorry, I didn't understand that." in text
+    assert "Goodbye" in text
+    rows = json.loads(subprocess.run([*FRONTDESK, "tasks", "list", "--json", "--caller", "newbie", "--db", db],
+                                     capture_output=True, text=True, env=env).stdout)
+    tools = {r["tool"]: r["status"] for r in rows}
+    assert tools["search_knowledge"] == "succeeded" and tools["pay_invoice"] == "succeeded"
+    assert tools["generate_report"] in ("queued", "running", "succeeded")
+    assert not any(r["status"] == "running" and r["pattern"] != "background" for r in rows)
