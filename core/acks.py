@@ -93,6 +93,10 @@ class AckCache:
     def path(self, text: str) -> Path:
         return self.cache_dir / f"{self.key(text)}.wav"
 
+    def cached(self, text: str) -> Clip | None:
+        """The phrase's audio if it is already in memory (no I/O: usable from sync callbacks)."""
+        return self._memory.get(self.key(text))
+
     async def clip(self, text: str) -> Clip:
         """The phrase's audio: from memory, else disk, else one synthesis shared by everyone
         who asks meanwhile."""

@@ -54,12 +54,13 @@ def operator_errors(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def _register_subcommands() -> None:
-    from frontdesk.core import cli_db, cli_plugins, cli_session, cli_tasks
+    from frontdesk.core import cli_db, cli_plugins, cli_session, cli_tasks, cli_voice
 
     app.add_typer(cli_tasks.app, name="tasks")
     app.add_typer(cli_db.app, name="db")
     app.add_typer(cli_plugins.app, name="plugins")
     cli_session.register(app)
+    cli_voice.register(app)
 
 
 def _register_plugin_commands() -> None:
@@ -71,13 +72,9 @@ def _register_plugin_commands() -> None:
     except Exception as exc:  # the host itself never raises for a plugin, but be safe
         typer.echo(f"warning: plugins not loaded: {exc}", err=True)
         return
-    for impl in registry.pm.hook.register_commands.get_hookimpls():
-        try:
-            impl.function(cli=app)
-        except Exception as exc:
-            typer.echo(
-                f"warning: plugin {impl.plugin_name}: register_commands raised {exc!r}", err=True
-            )
+    registry.add_commands(app)
+    for err in registry.errors:
+        typer.echo(f"warning: plugin {err}", err=True)
 
 
 def main() -> None:

@@ -32,10 +32,17 @@ def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> concurrent.futu
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def run() -> None:
+        # The waiter may have given up (a timeout cancels the future): then nobody listens.
+        if not future.set_running_or_notify_cancel():
+            return
         try:
-            future.set_result(fn(**kwargs))
+            result = fn(**kwargs)
         except BaseException as exc:
-            future.set_exception(exc)
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)
 
     threading.Thread(target=run, daemon=True, name="frontdesk-hook").start()
     return future

@@ -12,11 +12,20 @@ import contextlib
 import hashlib
 import json
 import logging
+import traceback
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from frontdesk.core.errors import ToolError
+from frontdesk.core.recording import (
+    RESTART,
+    job_args_problem,
+    record,
+    stored_args,
+    stored_error,
+    to_jsonable,
+)
 from frontdesk.core.tools import ToolContext, ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
@@ -45,10 +54,6 @@ def function_tool_for(spec: ToolSpec, runtime: CallRuntime, department: str) -> 
     return function_tool(handler, raw_schema=schema)
 
 
-def to_jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
 def for_llm(result: Any) -> str:
     """What the LLM reads: text as is, anything else as compact JSON."""
     if result is None:
@@ -75,10 +80,14 @@ def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
     """(error to store, sentence for the caller). Unexpected errors keep details in the log
     only: their text may hold internals the caller must not hear."""
     if isinstance(exc, ToolError | llm.ToolError):
-        return str(exc), str(exc)
+        return stored_error(str(exc)), stored_error(str(exc))
     if isinstance(exc, _Timeout):
         return TIMEOUT, f"Sorry, {spec.name.replace('_', ' ')} took too long, so I stopped it."
-    log.error("tool %s failed", spec.name, exc_info=exc)
+    # The traceback says where it broke; the message is masked, as it may quote a card number.
+    where = "".join(traceback.format_tb(exc.__traceback__))
+    log.error(
+        "tool %s failed: %s: %s\n%s", spec.name, type(exc).__name__, stored_error(str(exc)), where
+    )
     return f"internal error: {type(exc).__name__}", SORRY
 
 
@@ -122,13 +131,26 @@ async def run_tool(
     )
     try:
         args = spec.validate(raw_args)
+        problem = job_args_problem(args) if spec.pattern == "background" else None
+        if problem is not None:
+            raise ToolError(problem)
     except ToolError as exc:
-        # Bad input still leaves a trace: a failed row saying what was wrong.
+        # Bad input still leaves a trace: a failed row saying what was wrong. It is written
+        # under a lease, so a crash between the two writes cannot leave it running for ever.
         with contextlib.suppress(Exception):
-            shown = raw_args if isinstance(raw_args, dict) else {"raw": str(raw_args)}
-            row = await store.create(**common, status="running", args=spec.redact(shown))
+            row = await store.create(
+                **common,
+                status="running",
+                args=stored_args(spec, raw_args),
+                lease_owner=runtime.owner,
+                lease_seconds=runtime.settings.job_lease_seconds,
+            )
             await store.transition(
-                row.id, "failed", error=str(exc), note="invalid arguments", delivered_at=utcnow()
+                row.id,
+                "failed",
+                error=stored_error(str(exc)),
+                note="invalid arguments",
+                delivered_at=utcnow(),
             )
         raise llm.ToolError(str(exc)) from None
 
@@ -195,10 +217,15 @@ async def run_tool(
             work.cancel()
             with contextlib.suppress(BaseException):
                 await work  # let the tool's own cleanup (close a request, stop a query) run
-            await store.transition(
-                row.id, "cancelled", error=INTERRUPTED, note=INTERRUPTED, delivered_at=utcnow()
-            )
             runtime.untrack(row.id)
+            await _close(
+                runtime,
+                row.id,
+                "cancelled",
+                error=INTERRUPTED,
+                note=INTERRUPTED,
+                delivered_at=utcnow(),
+            )
             return None  # no stale result reaches the LLM
     else:
         await asyncio.wait([work])
@@ -211,7 +238,17 @@ async def _ack(
 ) -> AsyncIterator[None]:
     """Say the tool's ``ack`` if its work is still running after the threshold."""
     if spec.ack and run_ctx is not None:
-        async with run_ctx.with_filler(spec.ack, delay=runtime.settings.ack_after_seconds):
+        ack: str = spec.ack
+        source: Any = ack
+        if runtime.acks is not None:
+            acks = runtime.acks
+
+            def source(step: int) -> Any:
+                # Cached audio plays at once; an uncached phrase is synthesized as usual.
+                clip = acks.cached(ack)
+                return runtime.session.say(ack, audio=acks.frames(clip)) if clip else ack
+
+        async with run_ctx.with_filler(source, delay=runtime.settings.ack_after_seconds):
             yield
     else:
         yield
@@ -221,49 +258,70 @@ async def finish(
     runtime: CallRuntime, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]
 ) -> Any:
     """Record how ``work`` ended and return what the LLM should read (or raise ToolError)."""
-    store = runtime.store
     runtime.untrack(task_id)
     if work.cancelled():
-        await store.transition(
-            task_id, "cancelled", error="cancelled", note="cancelled", delivered_at=utcnow()
+        await _close(
+            runtime, task_id, "cancelled", error="cancelled", note="cancelled", delivered_at=utcnow()
         )
         return None
     exc = work.exception()
-    try:
-        if exc is None:
-            result = to_jsonable(work.result())
-            await store.transition(task_id, "succeeded", result=result, delivered_at=utcnow())
-            return for_llm(result)
-        error, sentence = failure(exc, spec)
-        await store.transition(task_id, "failed", error=error, note=error, delivered_at=utcnow())
-    except Exception:
-        log.exception("could not record the end of task %s", task_id)
-        if exc is None:
-            return for_llm(work.result())
-        sentence = SORRY
+    if exc is None:
+        result = to_jsonable(work.result())
+        await _close(runtime, task_id, "succeeded", result=result, delivered_at=utcnow())
+        return for_llm(result)
+    error, sentence = failure(exc, spec)
+    await _close(runtime, task_id, "failed", error=error, note=error, delivered_at=utcnow())
     if spec.pattern == "fire_and_forget":
         return None  # errors are recorded, never raised into the session
     raise llm.ToolError(sentence)
 
 
+async def _close(runtime: CallRuntime, task_id: int, status: str, **values: Any) -> None:
+    """Write a task's end. If the database is down the caller still gets the answer now, and
+    the write is retried in the background until the database is back (or the call ends)."""
+    try:
+        await runtime.store.transition(task_id, status, **values)
+    except Exception:
+        log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
+        runtime.spawn(record(runtime.store, task_id, status, **values))
+
+
 async def _replay(runtime: CallRuntime, spec: ToolSpec, prior: list[Task]) -> str | None:
-    """A critical call repeated within the window: answer from the first, never redo it."""
+    """A critical call repeated within the window: answer from the first, never redo it.
+
+    A row left running by a dead call process (its lease expired) is closed here rather than
+    waiting for a runner, and earlier failures the caller was never told about are marked
+    told: the caller is retrying now and hears this attempt's outcome. The retry runs under
+    the same stable key, so a plugin reconciles its side effect (billing asks the gateway)."""
     done = next((t for t in prior if t.status == "succeeded"), None)
     if done is not None:
         log.info("critical %s replayed from task %s", spec.name, done.id)
         return for_llm(done.result)
-    running = next((t for t in prior if t.status == "running"), None)
-    if running is not None:
-        inflight = runtime.inflight.get(running.id)
-        if inflight is not None:
-            await asyncio.wait([inflight[1]])
-            refreshed = await runtime.store.get(running.id)
-            if refreshed.status == "succeeded":
-                return for_llm(refreshed.result)
-        else:
-            raise llm.ToolError(
-                "That request is still being processed. I'll let you know when it completes."
+    now = utcnow()
+    for task in prior:
+        if task.status == "running" and task.id not in runtime.inflight:
+            if task.lease_expires_at is None or task.lease_expires_at > now:
+                raise llm.ToolError(
+                    "That request is still being processed. I'll let you know when it completes."
+                )
+            await runtime.store.transition(
+                task.id,
+                "failed",
+                error=RESTART,
+                note=f"{RESTART} ({task.lease_owner}); the caller retried",
+                expect=("running",),
+                owner=task.lease_owner,
+                lease_expired=True,
+                delivered_at=now,
             )
+        elif task.status == "failed" and task.delivered_at is None:
+            await runtime.store.mark_delivered(task.id, note="superseded by the caller's retry")
+    running = next((t for t in prior if t.id in runtime.inflight), None)
+    if running is not None:
+        await asyncio.wait([runtime.inflight[running.id][1]])
+        refreshed = await runtime.store.get(running.id)
+        if refreshed.status == "succeeded":
+            return for_llm(refreshed.result)
     return None
 
 

@@ -14,17 +14,21 @@ import logging
 import os
 import socket
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from frontdesk.core.host import Registry
 from frontdesk.core.patterns import execute, failure, to_jsonable
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolContext
+from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.runner")
 
 RESTART = "interrupted by restart"
+# How long a stopping runner waits for its cancelled jobs before giving their leases back.
+STOP_GRACE_SECONDS = 5.0
 
 
 class Runner:
@@ -78,45 +82,95 @@ class Runner:
             await self.stop()
 
     async def stop(self) -> None:
-        """Cancel running jobs and release their leases so another runner takes them at once."""
+        """Cancel running jobs and release their leases so another runner takes them at once.
+
+        Bounded: a job that ignores its cancellation gets ``STOP_GRACE_SECONDS``, then its
+        lease is given back anyway (the process is about to exit, so it cannot finish)."""
         jobs = dict(self.jobs)
         for job in jobs.values():
             job.cancel()
-        for task_id, job in jobs.items():
-            with contextlib.suppress(BaseException):
-                await job
+        if jobs:
+            await asyncio.wait(jobs.values(), timeout=STOP_GRACE_SECONDS)
+        for task_id in jobs:
             with contextlib.suppress(Exception):
                 await self.store.release(
-                    self.owner, task_id, note=f"released by {self.owner} at shutdown"
+                    self.owner,
+                    task_id,
+                    note=f"released by {self.owner} at shutdown",
+                    held_by=self.owner,
                 )
         self.jobs.clear()
 
     async def recover(self) -> list[Task]:
-        """Close or re-queue every running task whose lease expired (its process died)."""
-        handled = []
+        """Close or re-queue every running task whose lease expired (its process died).
+
+        Background jobs are re-queued while resumable and under ``job_max_attempts``, else
+        failed. In-turn rows (their call process died) are failed; a critical one is first
+        reconciled through its idempotency key. Every change is compare-and-set on the expired
+        lease, so runners racing here, or a holder that renews late, never double a job. A
+        failed row keeps ``delivered_at`` empty, so the caller is told at their next chance."""
+        handled: list[Task] = []
         try:
             expired = await self.store.expired()
         except Exception:
             log.exception("lease scan failed")
             return handled
         for task in expired:
+            try:
+                done = await self._reclaim(task)
+            except Exception:
+                log.exception("could not reclaim task %s", task.id)
+                continue
+            if done is not None:
+                log.info("task %s (%s) reclaimed: now %s", task.id, task.tool, done.status)
+                handled.append(done)
+        return handled
+
+    async def _reclaim(self, task: Task) -> Task | None:
+        holder = task.lease_owner
+        guard: dict[str, Any] = {"expect": ("running",), "owner": holder, "lease_expired": True}
+        if task.pattern == "background":
             spec = self.registry.tools.get(task.tool)
-            resumable = task.pattern == "background" and (spec is None or spec.resumable)
-            if resumable and task.attempts < self.settings.job_max_attempts:
-                done = await self.store.release(
-                    self.owner, task.id, note=f"lease expired ({task.lease_owner}); re-queued"
+            resumable = spec is None or spec.resumable
+            limit = self.settings.job_max_attempts
+            if resumable and task.attempts < limit:
+                return await self.store.release(
+                    self.owner,
+                    task.id,
+                    note=f"lease expired ({holder}); re-queued after attempt {task.attempts}",
+                    held_by=holder,
+                    lease_expired=True,
                 )
-            else:
-                done = await self.store.transition(
+            why = "not resumable" if not resumable else f"attempt {task.attempts} of {limit}"
+            return await self.store.transition(
+                task.id, "failed", error=RESTART, note=f"{RESTART} ({holder}; {why})", **guard
+            )
+        if task.pattern == "critical":
+            twin = await self._completed_twin(task)
+            if twin is not None:
+                # The caller retried and the retry completed: they have heard that outcome.
+                return await self.store.transition(
                     task.id,
                     "failed",
                     error=RESTART,
-                    note=f"{RESTART} ({task.lease_owner})",
-                    expect=("running",),
+                    note=f"{RESTART} ({holder}); the same request completed as task {twin.id}",
+                    delivered_at=utcnow(),
+                    **guard,
                 )
-            if done is not None:
-                handled.append(done)
-        return handled
+        return await self.store.transition(
+            task.id, "failed", error=RESTART, note=f"{RESTART} ({holder})", **guard
+        )
+
+    async def _completed_twin(self, task: Task) -> Task | None:
+        """Another row of the same logical critical call (same stable idempotency key) that
+        succeeded. What a tool did outside the store under the key only the tool can check
+        (billing reconciles its pending payment through the gateway on the caller's retry)."""
+        if not task.idempotency_key:
+            return None
+        base = task.idempotency_key.split("#")[0]
+        since = task.created_at - timedelta(seconds=self.settings.idempotency_window_seconds)
+        rows = await self.store.recent_keys(task.caller, task.tool, base, since)
+        return next((t for t in rows if t.id != task.id and t.status == "succeeded"), None)
 
     async def _run_job(self, job: Task) -> None:
         try:

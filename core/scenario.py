@@ -87,8 +87,8 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
         if not isinstance(replies, list):
             raise bad("'llm' must be a list of replies like {say: ..., tools: [...]}")
         for j, reply in enumerate(replies, start=1):
-            if not isinstance(reply, dict) or set(reply) - {"say", "tools"}:
-                raise bad(f"llm reply {j} must be a mapping with 'say' and/or 'tools'")
+            if not isinstance(reply, dict) or set(reply) - {"say", "tools", "delay"}:
+                raise bad(f"llm reply {j} must be a mapping with 'say', 'tools' and/or 'delay'")
             tools = reply.get("tools", [])
             if not isinstance(tools, list) or not all(
                 isinstance(t, dict) and len(t) == 1 for t in tools

@@ -46,8 +46,10 @@ class CallRuntime:
         caller: str,
         session_id: str | None = None,
         watcher: FollowupWatcher | None = None,
+        acks: Any = None,
     ) -> None:
         self.session = session
+        self.acks = acks  # frontdesk.core.acks.AckCache when the session has a TTS
         self.store = store
         self.registry = registry
         self.settings = settings
@@ -104,12 +106,14 @@ class CallRuntime:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, **start_options: Any) -> None:
+        """Start the session on triage; ``start_options`` (room, room_options) go to
+        ``AgentSession.start`` for a call in a LiveKit room."""
         with contextlib.suppress(Exception):
             await self.store.call_started(self.session_id, self.caller)
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
-        await self.session.start(self.make_agent(TRIAGE))
+        await self.session.start(self.make_agent(TRIAGE), **start_options)
         self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat")
         if self.watcher is not None:
             self.watcher.add(self)
@@ -267,8 +271,12 @@ async def start_call(
     caller: str,
     session_id: str | None = None,
     watcher: FollowupWatcher | None = None,
+    room: Any = None,
+    room_options: Any = None,
+    acks: Any = None,
 ) -> CallRuntime:
-    """Wire a session for one caller and start it on the triage desk."""
+    """Wire a session for one caller and start it on the triage desk, bound to ``room`` (and
+    the participant in ``room_options``) when it is a LiveKit call."""
     runtime = CallRuntime(
         session,
         store=store,
@@ -277,6 +285,8 @@ async def start_call(
         caller=caller,
         session_id=session_id,
         watcher=watcher,
+        acks=acks,
     )
-    await runtime.start()
+    options = {k: v for k, v in (("room", room), ("room_options", room_options)) if v is not None}
+    await runtime.start(**options)
     return runtime

@@ -28,6 +28,7 @@ class Settings(BaseSettings):
 
     kb_path: Path | None = None
     reports_path: Path = Path("reports")
+    cache_path: Path | None = None  # synthesized ack audio; default ~/.cache/frontdesk
     search_web_url: str | None = None
     sandbox_gateway_seconds: float = Field(0.0, ge=0)
 

@@ -91,6 +91,7 @@ class Environment:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(self.runner_task, 10)
         await self.watcher.aclose()
+        await self.registry.drain(2.0)  # the last events reach on_task_event observers
         await self.store.close()
         await self.runner_store.close()
 

@@ -2,9 +2,10 @@
 
 For our tests, ``frontdesk simulate`` and plugin authors' tests. Each reply is a dict::
 
-    {"say": "Connecting you.", "tools": [{"transfer_to_search": {}}]}
+    {"say": "Connecting you.", "tools": [{"transfer_to_search": {}}], "delay": 0.5}
 
-``tools`` entries are ``{name: arguments}``; arguments may be a dict or a raw JSON string (so a
+``delay`` (seconds) holds the reply back, as a slow model would. ``tools`` entries are
+``{name: arguments}``; arguments may be a dict or a raw JSON string (so a
 test can send malformed JSON). When the script runs out, the ``fallback`` LLM answers (the
 offline brain by default), so a scenario only scripts what it cares about.
 """
@@ -98,8 +99,9 @@ class _ScriptedStream(llm.LLMStream):
         self._delay = owner.delay
 
     async def _run(self) -> None:
-        if self._delay:
-            await asyncio.sleep(self._delay)
+        delay = self._reply.get("delay", self._delay)
+        if delay:
+            await asyncio.sleep(delay)
         tools = [
             (name, args) for entry in self._reply.get("tools", []) for name, args in entry.items()
         ]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("FRONTDESK_LOAD_PLUGINS", "")  # tests choose their plugins explicitly
 
 import kit  # noqa: E402
-
+import pgtest  # noqa: E402
 from frontdesk.core import host  # noqa: E402
 from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402
@@ -20,9 +20,57 @@ from frontdesk.db.store import TaskStore  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): run on each named database backend (sqlite, postgres); "
+        "db_url, settings and store follow the backend",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.backends("sqlite", "postgres")`` (on a test or a module) runs a test once
+    per backend; unmarked tests keep the single SQLite ``db_url``."""
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is None or "db_url" not in metafunc.fixturenames:
+        return
+    unknown = set(marker.args) - set(BACKENDS)
+    assert not unknown, f"unknown backend(s) {unknown}"
+    metafunc.parametrize(
+        "db_url",
+        [
+            pytest.param(name, id=name, marks=[pytest.mark.postgres] if name == "postgres" else [])
+            for name in marker.args
+        ],
+        indirect=True,
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    # .ci/run sets FRONTDESK_REQUIRE_POSTGRES=1: there a skipped Postgres test is a failure,
+    # so a broken server setup cannot pass CI silently.
+    report = yield
+    if report.skipped and pgtest.required() and item.get_closest_marker("postgres"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"{pgtest.ENV_REQUIRE}=1 but this Postgres test was skipped: {reason}"
+    return report
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path}/frontdesk.db"
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if getattr(request, "param", "sqlite") != "postgres":
+        yield f"sqlite+aiosqlite:///{tmp_path}/frontdesk.db"
+        return
+    problem = pgtest.check_server()
+    if problem is not None:
+        pytest.skip(problem)
+    with pgtest.fresh_database(request.node.name.split("[")[0][5:]) as url:
+        yield url
 
 
 @pytest.fixture

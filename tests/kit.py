@@ -84,4 +84,8 @@ def register_departments(register) -> None:  # noqa: ANN001
             tools=[lookup, charge, note, experiment, boom, refuse, sluggish],
         )
     )
-    register(Department(name="archive", description="keeps old records", instructions="You are the archive."))
+    register(
+        Department(
+            name="archive", description="keeps old records", instructions="You are the archive."
+        )
+    )

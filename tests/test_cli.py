@@ -9,21 +9,30 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from frontdesk.db.store import TaskStore
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
 
 
-def run(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(
+    *args: str, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "FRONTDESK_LOAD_PLUGINS": "", **(env or {})}
-    return subprocess.run([*FRONTDESK, *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [*FRONTDESK, *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120
+    )
 
 
 async def test_tasks_list_and_show_json(db_url):
     store = await TaskStore.open(db_url)
-    task = await store.create(caller="alice", tool="search_knowledge", pattern="interruptible", status="running", args={"query": "wifi"})
+    task = await store.create(
+        caller="alice",
+        tool="search_knowledge",
+        pattern="interruptible",
+        status="running",
+        args={"query": "wifi"},
+    )
     await store.transition(task.id, "succeeded", result="The wifi is free.")
     await store.create(caller="bob", tool="generate_report", pattern="background")
     await store.close()
@@ -32,18 +41,47 @@ async def test_tasks_list_and_show_json(db_url):
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r["caller"] for r in rows] == ["bob", "alice"]
-    columns = {"id", "caller", "session_id", "department", "tool", "plugin", "pattern", "status", "args", "result",
-               "error", "progress", "progress_note", "idempotency_key", "attempts", "lease_owner", "lease_expires_at",
-               "created_at", "started_at", "finished_at", "delivered_at"}
+    columns = {
+        "id",
+        "caller",
+        "session_id",
+        "department",
+        "tool",
+        "plugin",
+        "pattern",
+        "status",
+        "args",
+        "result",
+        "error",
+        "progress",
+        "progress_note",
+        "idempotency_key",
+        "attempts",
+        "lease_owner",
+        "lease_expires_at",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "delivered_at",
+    }
     assert set(rows[0]) == columns
 
-    filtered = json.loads(run("tasks", "list", "--json", "--caller", "alice", "--status", "succeeded", "--db", db_url).stdout)
+    filtered = json.loads(
+        run(
+            "tasks", "list", "--json", "--caller", "alice", "--status", "succeeded", "--db", db_url
+        ).stdout
+    )
     assert [(r["id"], r["result"]) for r in filtered] == [(task.id, "The wifi is free.")]
     assert json.loads(run("tasks", "list", "--json", "--tool", "nope", "--db", db_url).stdout) == []
-    assert len(json.loads(run("tasks", "list", "--json", "--limit", "1", "--db", db_url).stdout)) == 1
+    assert (
+        len(json.loads(run("tasks", "list", "--json", "--limit", "1", "--db", db_url).stdout)) == 1
+    )
 
     shown = json.loads(run("tasks", "show", str(task.id), "--json", "--db", db_url).stdout)
-    assert shown["status"] == "succeeded" and [e["status"] for e in shown["events"]] == ["running", "succeeded"]
+    assert shown["status"] == "succeeded" and [e["status"] for e in shown["events"]] == [
+        "running",
+        "succeeded",
+    ]
     table = run("tasks", "list", "--db", db_url)
     assert "search_knowledge" in table.stdout and table.returncode == 0
 
@@ -63,7 +101,9 @@ def test_bad_input_gets_one_line_and_exit_2(db_url, args, message):
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("url", ["not a url", "mysql://x/y", "sqlite+aiosqlite:////nonexistent-dir/x/y.db"])
+@pytest.mark.parametrize(
+    "url", ["not a url", "mysql://x/y", "sqlite+aiosqlite:////nonexistent-dir/x/y.db"]
+)
 def test_bad_database_url(url):
     out = run("tasks", "list", "--db", url)
     assert out.returncode == 2, out.stderr
@@ -93,17 +133,30 @@ def test_db_upgrade_current_downgrade(db_url):
 
 def test_default_database_is_frontdesk_db_in_working_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FRONTDESK_DATABASE_URL"}
-    out = subprocess.run([*FRONTDESK, "tasks", "list", "--json"], capture_output=True, text=True, cwd=tmp_path, env={**env, "FRONTDESK_LOAD_PLUGINS": ""}, timeout=60)
+    out = subprocess.run(
+        [*FRONTDESK, "tasks", "list", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "FRONTDESK_LOAD_PLUGINS": ""},
+        timeout=60,
+    )
     assert out.returncode == 0 and json.loads(out.stdout) == []
     assert (tmp_path / "frontdesk.db").exists()
 
 
 def test_operator_commands_do_not_import_livekit(db_url):
     code = (
-        "import sys; sys.argv=['frontdesk','tasks','list','--json','--db',%r];"
+        f"import sys; sys.argv=['frontdesk','tasks','list','--json','--db',{db_url!r}];"
         "from frontdesk.core.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('LIVEKIT' if any(m.startswith('livekit') for m in sys.modules) else 'CLEAN', file=sys.stderr)"
-    ) % db_url
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={**os.environ, "FRONTDESK_LOAD_PLUGINS": ""})
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "FRONTDESK_LOAD_PLUGINS": ""},
+    )
     assert out.stderr.strip().endswith("CLEAN"), out.stderr

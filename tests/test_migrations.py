@@ -1,13 +1,16 @@
-"""Models and migrations agree, and the schema upgrades and downgrades cleanly."""
+"""Models and migrations agree, and the schema upgrades and downgrades cleanly, on SQLite and
+Postgres."""
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-
 from frontdesk.db.engine import create_engine
 from frontdesk.db.models import Base
 from frontdesk.migrations import downgrade_sync, head_revision, upgrade_sync
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 async def _diff(url: str) -> list:
@@ -49,10 +52,10 @@ async def test_upgrade_downgrade_roundtrip(db_url):
         await engine.dispose()
 
 
-async def test_schema_created_on_first_use(tmp_path):
+async def test_schema_created_on_first_use(db_url):
     from frontdesk.db.store import TaskStore
 
-    url = f"sqlite+aiosqlite:///{tmp_path}/fresh.db"
+    url = db_url
     store = await TaskStore.open(url)
     try:
         task = await store.create(caller="c", tool="t", pattern="background")

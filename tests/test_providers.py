@@ -2,14 +2,46 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from frontdesk.core import providers
 from frontdesk.core.errors import ConfigError
 from frontdesk.core.settings import Settings
 
-ALL_KEYS = ("OPENAI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
-            "DEEPGRAM_API_KEY", "ELEVEN_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT")
+ALL_KEYS = (
+    "OPENAI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "DEEPGRAM_API_KEY",
+    "ELEVEN_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_CLOUD_PROJECT",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Fail the test on any DNS lookup or TCP connect, even one a library would swallow
+    (LiveKit prewarms provider connections in the background and ignores errors)."""
+    attempts: list[object] = []
+    real_connect = socket.socket.connect
+
+    def getaddrinfo(host, *args, **kwargs):
+        attempts.append(host)
+        raise OSError(f"network disabled in tests: {host}")
+
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            attempts.append(address)
+            raise OSError(f"network disabled in tests: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    yield attempts
+    assert not attempts, f"the test tried to reach the network: {attempts}"
 
 
 @pytest.fixture
@@ -56,9 +88,15 @@ def test_auto_with_no_keys_is_offline_text(clean_env):
 @pytest.mark.parametrize(
     "env, expected",
     [
-        ({"OPENAI_API_KEY": "x"}, ("openai:gpt-4.1-mini", "openai:gpt-4o-mini-transcribe", "openai:ash")),
+        (
+            {"OPENAI_API_KEY": "x"},
+            ("openai:gpt-4.1-mini", "openai:gpt-4o-mini-transcribe", "openai:ash"),
+        ),
         ({"GOOGLE_API_KEY": "x"}, ("google:gemini-2.5-flash", "none", "none")),
-        ({"DEEPGRAM_API_KEY": "x", "ELEVEN_API_KEY": "y"}, ("offline", "deepgram:nova-3", "elevenlabs")),
+        (
+            {"DEEPGRAM_API_KEY": "x", "ELEVEN_API_KEY": "y"},
+            ("offline", "deepgram:nova-3", "elevenlabs"),
+        ),
         (
             {"OPENAI_API_KEY": "x", "DEEPGRAM_API_KEY": "y", "ELEVEN_API_KEY": "z"},
             ("openai:gpt-4.1-mini", "deepgram:nova-3", "elevenlabs"),
@@ -74,12 +112,23 @@ def test_auto_prefers_what_keys_allow(clean_env, env, expected):
 
 
 def test_auto_google_speech_needs_an_existing_credentials_file(clean_env, google_creds):
-    assert providers.select("stt", "auto", {"GOOGLE_APPLICATION_CREDENTIALS": "/nope.json"}).provider == "none"
-    assert providers.select("stt", "auto", {"GOOGLE_APPLICATION_CREDENTIALS": google_creds}).provider == "google"
+    assert (
+        providers.select("stt", "auto", {"GOOGLE_APPLICATION_CREDENTIALS": "/nope.json"}).provider
+        == "none"
+    )
+    assert (
+        providers.select("stt", "auto", {"GOOGLE_APPLICATION_CREDENTIALS": google_creds}).provider
+        == "google"
+    )
 
 
 def test_explicit_forms():
-    env = {"OPENAI_API_KEY": "k", "GOOGLE_API_KEY": "k", "DEEPGRAM_API_KEY": "k", "ELEVEN_API_KEY": "k"}
+    env = {
+        "OPENAI_API_KEY": "k",
+        "GOOGLE_API_KEY": "k",
+        "DEEPGRAM_API_KEY": "k",
+        "ELEVEN_API_KEY": "k",
+    }
     assert providers.select("llm", "openai:gpt-4.1-mini", env).model == "gpt-4.1-mini"
     assert providers.select("llm", "google:gemini-2.5-flash", env).model == "gemini-2.5-flash"
     assert providers.select("llm", "openai", env).model == "gpt-4.1-mini"
@@ -112,7 +161,9 @@ def test_missing_key_is_one_clear_message(kind, value, var):
 
 
 def test_unknown_provider_lists_options():
-    with pytest.raises(ConfigError, match="unknown LLM provider 'anthropic'.*openai, google, offline, auto"):
+    with pytest.raises(
+        ConfigError, match="unknown LLM provider 'anthropic'.*openai, google, offline, auto"
+    ):
         providers.select("llm", "anthropic:claude", {})
 
 
@@ -194,8 +245,12 @@ def test_vad_loads_from_the_wheel():
     assert isinstance(providers.build_vad(), silero.VAD)
 
 
-def test_build_all_gives_agent_session_kwargs(all_keys):
-    from livekit.agents import AgentSession
+async def test_build_all_gives_agent_session_kwargs(all_keys, monkeypatch):
+    from livekit.agents import AgentSession, llm
+    from livekit.plugins import openai
+
+    # AgentSession opens the LLM's connection early (openai: GET /models); not in tests.
+    monkeypatch.setattr(openai.LLM, "_prewarm_impl", llm.LLM._prewarm_impl)
 
     settings = Settings(llm="openai", stt="deepgram", tts="elevenlabs")
     built = providers.build(providers.select_all(settings), vad=None)
@@ -203,7 +258,9 @@ def test_build_all_gives_agent_session_kwargs(all_keys):
     assert set(kwargs) == {"llm", "stt", "tts", "vad"} and kwargs["vad"] is not None
     AgentSession(**kwargs)  # accepted as is
 
-    text_only = providers.build(providers.select_all(Settings(llm="openai", stt="none", tts="none")))
+    text_only = providers.build(
+        providers.select_all(Settings(llm="openai", stt="none", tts="none"))
+    )
     assert set(text_only.session_kwargs()) == {"llm"}
     AgentSession(**text_only.session_kwargs())
 
@@ -216,4 +273,7 @@ def test_offline_llm_is_the_brain(clean_env):
 
 def test_import_plugins_lists_the_needed_modules(all_keys):
     choices = providers.select_all(Settings(llm="openai", stt="deepgram", tts="openai"))
-    assert providers.import_plugins(choices) == ["livekit.plugins.openai", "livekit.plugins.deepgram"]
+    assert providers.import_plugins(choices) == [
+        "livekit.plugins.openai",
+        "livekit.plugins.deepgram",
+    ]

@@ -1,4 +1,5 @@
-"""The TaskStore on SQLite: every transition, its events, leases, follow-ups and calls."""
+"""The TaskStore on SQLite and Postgres: every transition, its events, leases, follow-ups and
+calls."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-
 from frontdesk.core.errors import TaskNotFound
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import ALLOWED_FROM, TaskStore
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 async def test_create_and_every_allowed_transition(store: TaskStore):
@@ -101,17 +103,25 @@ async def test_owner_guard_on_finish(store: TaskStore):
 
 async def test_group_commit_batches_concurrent_writers(store: TaskStore):
     before = store._writer.commits
-    rows = await asyncio.gather(*(store.create(caller=f"c{i}", tool="t", pattern="background") for i in range(200)))
+    rows = await asyncio.gather(
+        *(store.create(caller=f"c{i}", tool="t", pattern="background") for i in range(200))
+    )
     assert len({r.id for r in rows}) == 200
     assert store._writer.commits - before < 50
     assert await store.count(status="queued") == 200
 
 
 async def test_recent_keys_window(store: TaskStore):
-    await store.create(caller="c", tool="pay", pattern="critical", status="running", idempotency_key="abc.1")
-    await store.create(caller="c", tool="pay", pattern="critical", status="running", idempotency_key="abd.1")
+    await store.create(
+        caller="c", tool="pay", pattern="critical", status="running", idempotency_key="abc.1"
+    )
+    await store.create(
+        caller="c", tool="pay", pattern="critical", status="running", idempotency_key="abd.1"
+    )
     since = utcnow() - timedelta(seconds=60)
-    assert [t.idempotency_key for t in await store.recent_keys("c", "pay", "abc", since)] == ["abc.1"]
+    assert [t.idempotency_key for t in await store.recent_keys("c", "pay", "abc", since)] == [
+        "abc.1"
+    ]
     assert await store.recent_keys("c", "pay", "abc", utcnow() + timedelta(seconds=1)) == []
 
 
@@ -122,9 +132,13 @@ async def test_calls_and_handoffs(store: TaskStore):
     await store.call_ended("s1")
     call = await store.get_call("s1")
     assert call["caller"] == "alice" and call["ended_at"] is not None
-    assert [(h["from"], h["to"]) for h in call["handoffs"]] == [("triage", "billing"), ("billing", "triage")]
+    assert [(h["from"], h["to"]) for h in call["handoffs"]] == [
+        ("triage", "billing"),
+        ("billing", "triage"),
+    ]
 
 
+@pytest.mark.backends("sqlite")
 async def test_sqlite_pragmas(store: TaskStore):
     async with store.read_engine.connect() as conn:
         mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()

@@ -1,0 +1,103 @@
+"""What may be written to the task store, and writing a task's end so it survives a DB outage.
+
+Shared by the patterns (call processes) and the runner:
+- ``record`` retries a task's last transition with backoff while the database is down, so the
+  row ends with its real outcome once the database is back, not with a crash-recovery guess;
+- ``stored_args``/``stored_error`` keep hostile or secret input out of rows, events and logs
+  (untrusted callers choose tool arguments through the LLM; see docs/security.md);
+- ``job_args_problem`` refuses background arguments that must not be stored in clear.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import stamina
+from frontdesk.core.tools import ToolSpec, mask_cards
+from sqlalchemy.exc import SQLAlchemyError
+
+if TYPE_CHECKING:
+    from frontdesk.db.store import Task, TaskStore
+
+log = logging.getLogger("frontdesk.patterns")
+
+RESTART = "interrupted by restart"
+# A finished task's last write is retried this long while the database is unavailable. Past
+# it the row is left to lease recovery ("interrupted by restart"), which is still truthful.
+RECORD_RETRY_SECONDS = 60.0
+# A background job's arguments are stored whole (the runner needs them), so they are capped.
+MAX_JOB_ARGS_BYTES = 64_000
+MAX_SHOWN_KEYS = 20
+CARD_IN_JOB = (
+    "For your security I can't take card numbers for that request. "
+    "Please ask again without the card number."
+)
+JOB_TOO_BIG = "That request is too long for me to take. Could you say it more briefly?"
+
+
+async def record(store: TaskStore, task_id: int, status: str, **values: Any) -> Task | None:
+    """``store.transition`` retried with backoff while the database cannot be written."""
+    async for attempt in stamina.retry_context(
+        on=(SQLAlchemyError, OSError),
+        attempts=None,
+        timeout=RECORD_RETRY_SECONDS,
+        wait_initial=0.1,
+        wait_max=2.0,
+    ):
+        with attempt:
+            return await store.transition(task_id, status, **values)
+    return None  # unreachable: the last failed attempt re-raises
+
+
+def stored_error(text: str) -> str:
+    """An error as it may be stored or logged: card numbers masked, length bounded."""
+    text = mask_cards(text)
+    return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def stored_args(spec: ToolSpec, raw: Any) -> dict[str, Any]:
+    """Arguments that failed validation, as they may be stored: only the tool's own parameter
+    names carry values (redacted as usual); other keys are listed, masked and cut short, so a
+    hostile key (a card number, a megabyte) never lands in a row."""
+    if not isinstance(raw, dict):
+        return spec.redact({"raw": str(raw)[:4000]})
+    try:
+        known = set(spec.model().model_fields)
+    except Exception:
+        known = set()
+    shown = spec.redact({k: v for k, v in raw.items() if k in known})
+    others = [mask_cards(str(k))[:40] for k in raw if k not in known]
+    if others:
+        shown["unexpected"] = others[:MAX_SHOWN_KEYS]
+    return shown
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def job_args_problem(args: dict[str, Any]) -> str | None:
+    """Why these background arguments cannot be queued, or None.
+
+    A job's arguments are stored unredacted because the runner, in another process, needs
+    them; so a card-like number is refused out loud instead of being stored or silently
+    masked, and a huge argument is refused instead of bloating every listing."""
+    if any(mask_cards(s) != s for s in _strings(args)):
+        return CARD_IN_JOB
+    if len(json.dumps(args, default=str)) > MAX_JOB_ARGS_BYTES:
+        return JOB_TOO_BIG
+    return None
+
+
+def to_jsonable(value: Any) -> Any:
+    """A tool's result as plain JSON; NaN and infinities (which Postgres JSON refuses)
+    become null."""
+    return json.loads(json.dumps(value, default=str), parse_constant=lambda _c: None)

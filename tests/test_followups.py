@@ -1,0 +1,73 @@
+"""Follow-up delivery: only when idle, only once spoken, retried after an interruption."""
+
+from __future__ import annotations
+
+import asyncio
+
+from frontdesk.core.followups import FollowupWatcher, followup_instructions, task_noun
+from frontdesk.core.scenario import Scenario, Step
+from frontdesk.core.simulate import CallDriver, Environment
+from frontdesk.db.store import wait_for
+
+
+async def test_interrupted_followup_is_retried_and_delivered_once(settings, registry, store, transcript):
+    env = await Environment.open(settings, registry)
+    driver = CallDriver(env, Scenario("f", "alice", []), "alice", transcript.append)
+    try:
+        await driver.connect()
+        await driver.play(Step(1, "user", "lab", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]), None)
+        await driver.play(
+            Step(2, "user", "experiment", llm=[{"tools": [{"experiment": {"name": "f", "seconds": 0.4}}]}, {"say": "Started."}]),
+            None,
+        )
+        driver.llm.push({"say": "FIRST TRY at the update", "delay": 1.0})
+        job = (await store.list(caller="alice", tool="experiment"))[0]
+        started = await wait_for(store, lambda: _followups(transcript, job.id, 1), timeout=10)
+        assert started
+        await asyncio.sleep(0.3)
+        assert await driver.runtime.interrupt()
+        assert await wait_for(store, lambda: _delivered(store, job.id), timeout=10)
+        await driver.settle()
+    finally:
+        await driver.hangup()
+        await env.close()
+    offers = [e for e in transcript.of("followup") if e["task_id"] == job.id]
+    assert len(offers) == 2  # the interrupted one, then the retry
+    assert not any("FIRST TRY" in text for _, text in transcript.said())
+    assert any("Experiment f finished" in text for _, text in transcript.said())
+    notes = [e["note"] for e in await store.events(job.id)]
+    assert notes.count("delivered by lab") == 1
+
+
+async def _followups(transcript, task_id, n):
+    return len([e for e in transcript.of("followup") if e["task_id"] == task_id]) >= n
+
+
+async def _delivered(store, task_id):
+    return (await store.get(task_id)).delivered_at is not None
+
+
+async def test_watcher_reads_data_version_not_the_table_when_nothing_changed(settings, store):
+    watcher = FollowupWatcher(store, interval=0.01)
+    assert watcher._changed() is True
+    assert watcher._changed() is False  # no commit since: no query needed
+    await store.create(caller="x", tool="t", pattern="background")
+    # our own writes go through another connection, so they move data_version too
+    assert watcher._changed() is True
+    await watcher.aclose()
+
+
+def test_followup_wording(store):
+    from datetime import datetime, timezone
+
+    from frontdesk.db.store import Task
+
+    now = datetime.now(timezone.utc)
+    base = dict(caller="c", session_id=None, department="reports", plugin="reports", pattern="background",
+                args={}, progress=None, progress_note=None, idempotency_key=None, attempts=1, lease_owner=None,
+                lease_expires_at=None, created_at=now, started_at=now, finished_at=now, delivered_at=None)
+    ok = Task(id=7, tool="generate_report", status="succeeded", result={"summary": "All good."}, error=None, **base)
+    bad = Task(id=8, tool="generate_report", status="failed", result=None, error="interrupted by restart", **base)
+    assert "report (reference 7) is done: All good." in followup_instructions(ok)
+    assert "did not complete (failed: interrupted by restart)" in followup_instructions(bad)
+    assert task_noun("generate_report") == "report" and task_noun("pay_invoice") == "pay invoice"
