@@ -205,13 +205,13 @@ async def run_tool(
         return spec.ack or "Okay, that's taken care of."
 
     if spec.pattern == "critical":
-        async with _ack(spec, runtime, run_ctx):
+        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
             await asyncio.wait([work])
         return await finish(runtime, spec, row.id, work)
 
     # interruptible
     if run_ctx is not None:
-        async with _ack(spec, runtime, run_ctx):
+        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
             await run_ctx.speech_handle.wait_if_not_interrupted([work])
         if run_ctx.speech_handle.interrupted and not work.done():
             work.cancel()

@@ -15,8 +15,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import stamina
-from frontdesk.core.tools import ToolSpec, mask_cards
 from sqlalchemy.exc import SQLAlchemyError
+
+from frontdesk.core.tools import ToolSpec, mask_cards
 
 if TYPE_CHECKING:
     from frontdesk.db.store import Task, TaskStore

@@ -21,6 +21,7 @@ from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
 from frontdesk.core.followups import FollowupWatcher, followup_instructions
 from frontdesk.core.host import Registry
+from frontdesk.core.progress import Progress
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 from frontdesk.db.models import utcnow
@@ -47,9 +48,11 @@ class CallRuntime:
         session_id: str | None = None,
         watcher: FollowupWatcher | None = None,
         acks: Any = None,
+        audio: Any = None,
     ) -> None:
         self.session = session
         self.acks = acks  # frontdesk.core.acks.AckCache when the session has a TTS
+        self.progress = Progress(self, audio)
         self.store = store
         self.registry = registry
         self.settings = settings
@@ -63,7 +66,7 @@ class CallRuntime:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._delivering: set[int] = set()
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._loops: list[asyncio.Task[None]] = []
         self._closed = False
 
     # -- departments and handoffs -----------------------------------------------------------
@@ -114,7 +117,10 @@ class CallRuntime:
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
         await self.session.start(self.make_agent(TRIAGE), **start_options)
-        self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat")
+        self._loops = [
+            asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat"),
+            asyncio.create_task(self.progress.status_loop(), name="frontdesk.progress"),
+        ]
         if self.watcher is not None:
             self.watcher.add(self)
         self.emit({"type": "session_start", "caller": self.caller, "session_id": self.session_id})
@@ -144,8 +150,8 @@ class CallRuntime:
                     task_id, "failed", error=f"unfinished at {reason}", note=reason
                 )
         self.inflight.clear()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
+        for loop in self._loops:
+            loop.cancel()
         with contextlib.suppress(Exception):
             await self.store.call_ended(self.session_id)
         self.emit({"type": "session_end", "caller": self.caller, "session_id": self.session_id})
@@ -274,9 +280,11 @@ async def start_call(
     room: Any = None,
     room_options: Any = None,
     acks: Any = None,
+    audio: Any = None,
 ) -> CallRuntime:
     """Wire a session for one caller and start it on the triage desk, bound to ``room`` (and
-    the participant in ``room_options``) when it is a LiveKit call."""
+    the participant in ``room_options``) when it is a LiveKit call. ``audio`` is a started
+    ``BackgroundAudioPlayer`` for the thinking sound."""
     runtime = CallRuntime(
         session,
         store=store,
@@ -286,6 +294,7 @@ async def start_call(
         session_id=session_id,
         watcher=watcher,
         acks=acks,
+        audio=audio,
     )
     options = {k: v for k, v in (("room", room), ("room_options", room_options)) if v is not None}
     await runtime.start(**options)

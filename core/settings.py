@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     followup_poll_seconds: float = Field(0.2, gt=0)
     idempotency_window_seconds: float = Field(600.0, ge=0)
     ack_after_seconds: float = Field(1.0, ge=0)
+    thinking_after_seconds: float = Field(1.5, ge=0)
+    progress_update_seconds: float = Field(30.0, ge=0)  # 0: only when asked
     fire_and_forget_grace_seconds: float = Field(5.0, ge=0)
     context_turns: int = Field(6, ge=0)
 

@@ -128,11 +128,25 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     store.observers.append(rpc.on_event)
     rpc.watch(max(settings.followup_poll_seconds, 0.5))
     watcher = FollowupWatcher(store, settings.followup_poll_seconds)
+    audio = None
+    if built.tts is not None:
+        # The thinking sound for slow tools: a clip shipped in the livekit-agents wheel.
+        from livekit.agents import BackgroundAudioPlayer
+
+        audio = BackgroundAudioPlayer()
+        try:
+            await audio.start(room=ctx.room, agent_session=session)
+        except Exception as exc:
+            log.warning("call %s: no thinking sound: %r", session_id, exc)
+            audio = None
 
     async def close(reason: str) -> None:
         if warm_task is not None:
             warm_task.cancel()
-        for step in (watcher.aclose(), registry.drain(2.0), rpc.aclose()):
+        steps = [watcher.aclose(), registry.drain(2.0), rpc.aclose()]
+        if audio is not None:
+            steps.append(audio.aclose())
+        for step in steps:
             try:
                 await step
             except Exception as exc:  # one failing step must not keep the rest from running
@@ -151,12 +165,11 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
             caller=caller,
             session_id=session_id,
             watcher=watcher,
-            # LEAD: start_call must accept these and pass room/room_options to
-            # session.start(agent, room=..., room_options=...) so the session binds to this
-            # participant's audio and text; acks.say(session, text) plays cached tool acks.
+            # The session binds to this participant's audio and text in the room.
             room=ctx.room,
             room_options=room_io.RoomOptions(participant_identity=participant.identity),
             acks=acks,
+            audio=audio,
         )
     except BaseException:
         await close("start failed")

@@ -34,6 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import kit  # noqa: E402
+
 from frontdesk.core import hookimpl  # noqa: E402
 
 GATEWAY_LOG = "FRONTDESK_TEST_GATEWAY_LOG"
@@ -151,8 +152,13 @@ def wait_until(
 ) -> Any:
     """Poll ``predicate`` until truthy; fail early if ``proc`` died on its own."""
     deadline = time.monotonic() + timeout
+    import sqlite3
+
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except sqlite3.OperationalError:  # the process has not created the schema yet
+            value = None
         if value:
             return value
         if proc is not None and proc.poll() is not None:
@@ -191,8 +197,10 @@ def running_with_expired_lease(url: str) -> list[tuple[Any, ...]]:
     """Rows a dead process left behind and nobody closed (the crash tests' invariant: none)."""
     from frontdesk.db.models import utcnow
 
-    rows = query(url, "SELECT id, tool, lease_owner, lease_expires_at FROM tasks WHERE status = 'running'")
-    now = utcnow().replace(tzinfo=None).isoformat(sep=" ")
+    rows = query(
+        url, "SELECT id, tool, lease_owner, lease_expires_at FROM tasks WHERE status = 'running'"
+    )
+    now = utcnow().strftime("%Y-%m-%d %H:%M:%S.%f")  # how SQLite rows store datetimes
     return [r for r in rows if r[3] is None or str(r[3]) < now]
 
 

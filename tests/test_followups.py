@@ -71,3 +71,46 @@ def test_followup_wording(store):
     assert "report (reference 7) is done: All good." in followup_instructions(ok)
     assert "did not complete (failed: interrupted by restart)" in followup_instructions(bad)
     assert task_noun("generate_report") == "report" and task_noun("pay_invoice") == "pay invoice"
+
+
+class _Handle:
+    def __init__(self):
+        self.stopped = False
+
+    def stop(self):
+        self.stopped = True
+
+
+class _Player:
+    """Stands in for BackgroundAudioPlayer, which needs a room to publish to."""
+
+    def __init__(self):
+        self.played = []
+
+    def play(self, clip, loop=False):
+        handle = _Handle()
+        self.played.append((clip, loop, handle))
+        return handle
+
+
+async def test_thinking_sound_only_for_slow_work_and_periodic_status(settings, registry, store, transcript):
+    env = await Environment.open(settings.model_copy(update={"thinking_after_seconds": 0.2}), registry)
+    driver = CallDriver(env, Scenario("p", "pat", []), "pat", transcript.append)
+    try:
+        await driver.connect()
+        player = _Player()
+        driver.runtime.progress.audio = player
+        await driver.play(Step(1, "user", "lab", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]), None)
+        await driver.play(Step(2, "user", "quick", llm=[{"tools": [{"lookup": {"query": "a"}}]}, {"say": "Quick."}]), None)
+        assert player.played == []  # fast work: silence
+        await driver.play(Step(3, "user", "slow", llm=[{"tools": [{"lookup": {"query": "b", "seconds": 0.6}}]}, {"say": "Slow."}]), None)
+        [(clip, loop, handle)] = player.played
+        assert loop and handle.stopped and "keyboard" in str(clip.source).lower()
+        # a running background job gets a short spoken status when the agent is idle
+        await driver.play(Step(4, "user", "exp", llm=[{"tools": [{"experiment": {"name": "s", "seconds": 2}}]}, {"say": "Started."}]), None)
+        await asyncio.sleep(0.9)
+        said = await driver.runtime.progress.announce()
+        assert said and said[0].startswith("Your experiment is about") and said[0].endswith("% done.")
+    finally:
+        await driver.hangup()
+        await env.close()
