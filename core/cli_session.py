@@ -154,16 +154,36 @@ async def run_runner(settings: Settings) -> None:
 def console(
     caller: str = typer.Option("guest", "--caller", help="Who is calling (history follows them)."),
     db: str | None = typer.Option(None, "--db", help="Database URL."),
+    text: bool = typer.Option(False, "--text", help="Text even when voice is possible."),
 ) -> None:
-    """Talk to the concierge in the terminal (text; the offline brain needs no keys)."""
+    """Talk to the concierge in the terminal: voice with PortAudio and keys, text otherwise."""
     _quiet_logs()
     settings = _settings(db)
     from frontdesk.core import host
-    from frontdesk.core.console import HELP, run_console
+    from frontdesk.core.console import HELP, console_mode, run_console, run_voice_console
+    from frontdesk.core.errors import FrontdeskError
     from frontdesk.core.render import console as out
 
+    try:
+        mode, why = console_mode(settings)
+    except FrontdeskError as exc:
+        raise fail(str(exc)) from None
+    if mode == "voice" and not text:
+        out.print(f"[bold]frontdesk console[/bold] — voice: {why}.")
+        run_voice_console(settings)
+        return
+    make_llm = None
+    from frontdesk.core import providers
+
+    llm_choice = providers.select_all(settings).llm
+    if llm_choice.enabled:
+        def make_llm() -> Any:
+            return providers.build_llm(llm_choice)
+
+    brain = f"LLM {llm_choice.label()}" if llm_choice.enabled else "offline brain"
+    reason = "--text given" if mode == "voice" else why
+    out.print(f"[bold]frontdesk console[/bold] — text ({reason}); {brain}. {HELP}")
     registry = host.load(settings)
-    out.print(f"[bold]frontdesk console[/bold] — text mode, offline brain. {HELP}")
 
     def emit(event: dict[str, Any]) -> None:
         kind = event["type"]
@@ -174,7 +194,7 @@ def console(
         elif kind == "task" and event["status"] in ("queued", "succeeded", "failed", "cancelled"):
             out.print(f"[dim]  (task {event['task_id']} {event['tool']}: {event['status']})[/dim]")
 
-    run_async(run_console(settings, registry, caller, emit))
+    run_async(run_console(settings, registry, caller, emit, make_llm))
 
 
 def register(app: typer.Typer) -> None:

@@ -63,3 +63,29 @@ async def run_console(
         await driver.hangup()
         env.routes.pop(caller, None)
         await env.close()
+
+
+def console_mode(settings: Settings, env: Any = None) -> tuple[str, str]:
+    """("voice" | "text", why), in words an operator can act on."""
+    from ctypes.util import find_library
+
+    from frontdesk.core import providers
+
+    choices = providers.select_all(settings, env)
+    if not choices.voice:
+        missing = [c for c in (choices.stt, choices.tts) if not c.enabled]
+        why = "; ".join(f"no {c.kind.upper()} ({c.reason})" for c in missing)
+        return "text", why
+    if find_library("portaudio") is None:
+        return "text", "PortAudio is not installed (Debian: apt-get install libportaudio2), so there is no microphone"
+    return "voice", f"STT {choices.stt.label()}, TTS {choices.tts.label()} and PortAudio are all present"
+
+
+def run_voice_console(settings: Settings) -> None:
+    """LiveKit's own local-audio console, running our worker entrypoint."""
+    from frontdesk.core import worker
+
+    sys.argv = [sys.argv[0], "console"]
+    from livekit.agents import cli
+
+    cli.run_app(worker.build_server(settings))

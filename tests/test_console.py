@@ -46,3 +46,30 @@ def test_console_walks_every_department(tmp_path):
     assert tools["search_knowledge"] == "succeeded" and tools["pay_invoice"] == "succeeded"
     assert tools["generate_report"] in ("queued", "running", "succeeded")
     assert not any(r["status"] == "running" and r["pattern"] != "background" for r in rows)
+
+
+def test_console_mode_says_which_and_why(monkeypatch, tmp_path):
+    import ctypes.util
+
+    from frontdesk.core.console import console_mode
+    from frontdesk.core.settings import Settings
+
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db")
+    mode, why = console_mode(settings, env={})
+    assert mode == "text" and "STT" in why and "TTS" in why
+    keys = {"DEEPGRAM_API_KEY": "dg-dummy", "ELEVEN_API_KEY": "el-dummy", "OPENAI_API_KEY": "sk-dummy"}
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    mode, why = console_mode(settings, env=keys)
+    assert mode == "text" and "PortAudio" in why and "libportaudio2" in why
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libportaudio.so.2")
+    mode, why = console_mode(settings, env=keys)
+    assert mode == "voice" and "deepgram" in why and "elevenlabs" in why
+
+
+def test_console_text_banner_explains_the_mode(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(FRONTDESK_LOAD_PLUGINS="")
+    out = subprocess.run([*FRONTDESK, "console", "--db", f"sqlite+aiosqlite:///{tmp_path}/c.db"], input="bye\n",
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0
+    assert "text (no STT" in out.stdout and "offline brain" in out.stdout
