@@ -117,6 +117,7 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
     for task in rows:
         for path_ in artifact_paths(task.result):
             console.print(f"report file: {path_}")
+    console.print(f"[dim]history: frontdesk tasks list --caller {scenario.caller} --db {settings.database_url}[/dim]")
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
