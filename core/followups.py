@@ -122,16 +122,20 @@ class FollowupWatcher:
                 log.exception("follow-up watch failed; retrying")
 
     def _offer(self) -> None:
+        busy: set[int] = set()  # calls that started speaking a follow-up in this pass
         for task_id, task in list(self._pending.items()):
             calls = self.calls.get(task.caller)
             if not calls:
                 self._pending.pop(task_id, None)
                 continue
             runtime = calls[-1]
-            if runtime.is_idle():
-                self._pending.pop(task_id, None)
-                asyncio.create_task(self._deliver(runtime, task))
-                return  # one at a time: the agent is busy until it has spoken
+            # One at a time per call (the agent is busy until it has spoken), but every call
+            # in the process gets its turn in the same pass.
+            if id(runtime) in busy or not runtime.is_idle():
+                continue
+            busy.add(id(runtime))
+            self._pending.pop(task_id, None)
+            asyncio.create_task(self._deliver(runtime, task))
 
     async def _deliver(self, runtime: CallRuntime, task: Any) -> None:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+
 from frontdesk.db.engine import create_engine
 from frontdesk.db.models import Base
 from frontdesk.migrations import downgrade_sync, head_revision, upgrade_sync
@@ -64,3 +65,11 @@ async def test_schema_created_on_first_use(db_url):
         await store.close()
     again = await TaskStore.open(url)  # already at head: opens without migrating
     await again.close()
+
+
+def test_head_revision_matches_alembic():
+    from alembic.script import ScriptDirectory
+
+    from frontdesk.migrations import alembic_config
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
