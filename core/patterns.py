@@ -17,10 +17,15 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from livekit.agents import RunContext, llm
+from livekit.agents.llm import function_tool
+
 from frontdesk.core.errors import ToolError
 from frontdesk.core.recording import (
     RESTART,
+    invalid_input_sentence,
     job_args_problem,
+    mask_secrets,
     record,
     stored_args,
     stored_error,
@@ -29,8 +34,6 @@ from frontdesk.core.recording import (
 from frontdesk.core.tools import ToolContext, ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
-from livekit.agents import RunContext, llm
-from livekit.agents.llm import function_tool
 
 if TYPE_CHECKING:
     from frontdesk.core.session import CallRuntime
@@ -135,6 +138,7 @@ async def run_tool(
         if problem is not None:
             raise ToolError(problem)
     except ToolError as exc:
+        sentence = invalid_input_sentence(spec, str(exc))
         # Bad input still leaves a trace: a failed row saying what was wrong. It is written
         # under a lease, so a crash between the two writes cannot leave it running for ever.
         with contextlib.suppress(Exception):
@@ -148,11 +152,11 @@ async def run_tool(
             await store.transition(
                 row.id,
                 "failed",
-                error=stored_error(str(exc)),
+                error=sentence,
                 note="invalid arguments",
                 delivered_at=utcnow(),
             )
-        raise llm.ToolError(str(exc)) from None
+        raise llm.ToolError(sentence) from None
 
     if spec.pattern == "critical" and run_ctx is not None:
         # Before any row or side effect: once this returns, the caller cannot cut us off.
@@ -175,7 +179,7 @@ async def run_tool(
         row = await store.create(
             **common,
             status="running",
-            args=spec.redact(args),
+            args=mask_secrets(spec.redact(args)),
             idempotency_key=row_key or None,
             lease_owner=runtime.owner,
             lease_seconds=runtime.settings.job_lease_seconds,
@@ -261,7 +265,12 @@ async def finish(
     runtime.untrack(task_id)
     if work.cancelled():
         await _close(
-            runtime, task_id, "cancelled", error="cancelled", note="cancelled", delivered_at=utcnow()
+            runtime,
+            task_id,
+            "cancelled",
+            error="cancelled",
+            note="cancelled",
+            delivered_at=utcnow(),
         )
         return None
     exc = work.exception()

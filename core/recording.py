@@ -3,7 +3,8 @@
 Shared by the patterns (call processes) and the runner:
 - ``record`` retries a task's last transition with backoff while the database is down, so the
   row ends with its real outcome once the database is back, not with a crash-recovery guess;
-- ``stored_args``/``stored_error`` keep hostile or secret input out of rows, events and logs
+- ``mask_secrets``/``stored_args``/``stored_error`` keep hostile or secret input out of rows,
+  events and logs
   (untrusted callers choose tool arguments through the LLM; see docs/security.md);
 - ``job_args_problem`` refuses background arguments that must not be stored in clear.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 import stamina
@@ -31,11 +33,28 @@ RECORD_RETRY_SECONDS = 60.0
 # A background job's arguments are stored whole (the runner needs them), so they are capped.
 MAX_JOB_ARGS_BYTES = 64_000
 MAX_SHOWN_KEYS = 20
+MAX_SENTENCE = 300
 CARD_IN_JOB = (
     "For your security I can't take card numbers for that request. "
     "Please ask again without the card number."
 )
 JOB_TOO_BIG = "That request is too long for me to take. Could you say it more briefly?"
+# A security code is 3-4 digits, indistinguishable from any number unless it is named, so it
+# is masked where the text names it ("cvv 123", "security code: 1234"); a parameter that holds
+# one should be declared sensitive=, which hides it whatever its shape.
+_CVV_RE = re.compile(r"(?i)\b(cvv2?|cvc2?|cid|csc|security code)(\W{0,3})(\d{3,4})\b")
+
+
+def mask_secrets(value: Any) -> Any:
+    """Card numbers (all but the last four digits) and named security codes masked, in a
+    string or anywhere inside JSON-like data."""
+    if isinstance(value, str):
+        return _CVV_RE.sub(lambda m: f"{m[1]}{m[2]}***", mask_cards(value))
+    if isinstance(value, dict):
+        return {k: mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_secrets(v) for v in value]
+    return value
 
 
 async def record(store: TaskStore, task_id: int, status: str, **values: Any) -> Task | None:
@@ -53,9 +72,21 @@ async def record(store: TaskStore, task_id: int, status: str, **values: Any) -> 
 
 
 def stored_error(text: str) -> str:
-    """An error as it may be stored or logged: card numbers masked, length bounded."""
-    text = mask_cards(text)
+    """An error as it may be stored or logged: card data masked, length bounded."""
+    text = mask_secrets(text)
     return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def invalid_input_sentence(spec: ToolSpec, text: str) -> str:
+    """What the caller hears (and the row keeps) for arguments that failed validation.
+
+    Validation messages may quote the input (a field name the LLM made up is named in
+    them), and that input is the caller's: a long or odd quote is replaced by a plain
+    sentence rather than read back."""
+    text = mask_secrets(text)
+    if len(text) > MAX_SENTENCE or not text.isprintable():
+        return f"I couldn't use those details for {spec.name.replace('_', ' ')}."
+    return text
 
 
 def stored_args(spec: ToolSpec, raw: Any) -> dict[str, Any]:
@@ -63,13 +94,13 @@ def stored_args(spec: ToolSpec, raw: Any) -> dict[str, Any]:
     names carry values (redacted as usual); other keys are listed, masked and cut short, so a
     hostile key (a card number, a megabyte) never lands in a row."""
     if not isinstance(raw, dict):
-        return spec.redact({"raw": str(raw)[:4000]})
+        return mask_secrets(spec.redact({"raw": str(raw)[:4000]}))
     try:
         known = set(spec.model().model_fields)
     except Exception:
         known = set()
-    shown = spec.redact({k: v for k, v in raw.items() if k in known})
-    others = [mask_cards(str(k))[:40] for k in raw if k not in known]
+    shown = mask_secrets(spec.redact({k: v for k, v in raw.items() if k in known}))
+    others = [mask_secrets(str(k))[:40] for k in raw if k not in known]
     if others:
         shown["unexpected"] = others[:MAX_SHOWN_KEYS]
     return shown
@@ -91,7 +122,7 @@ def job_args_problem(args: dict[str, Any]) -> str | None:
     A job's arguments are stored unredacted because the runner, in another process, needs
     them; so a card-like number is refused out loud instead of being stored or silently
     masked, and a huge argument is refused instead of bloating every listing."""
-    if any(mask_cards(s) != s for s in _strings(args)):
+    if any(mask_secrets(s) != s for s in _strings(args)):
         return CARD_IN_JOB
     if len(json.dumps(args, default=str)) > MAX_JOB_ARGS_BYTES:
         return JOB_TOO_BIG

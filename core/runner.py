@@ -17,8 +17,10 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from frontdesk.core.errors import ToolError
 from frontdesk.core.host import Registry
 from frontdesk.core.patterns import execute, failure, to_jsonable
+from frontdesk.core.recording import RESTART, record, stored_error
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolContext
 from frontdesk.db.models import utcnow
@@ -26,7 +28,6 @@ from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.runner")
 
-RESTART = "interrupted by restart"
 # How long a stopping runner waits for its cancelled jobs before giving their leases back.
 STOP_GRACE_SECONDS = 5.0
 
@@ -200,14 +201,29 @@ class Runner:
             hook=self.registry.pm.hook,
             settings=self.settings,
         )
-        work = asyncio.ensure_future(execute(spec, ctx, dict(job.args or {})))
+        try:
+            # Validated again here: the row may predate a change to the tool's signature.
+            args = spec.validate(dict(job.args or {}))
+        except ToolError as exc:
+            await self._finish(job, "failed", error=stored_error(str(exc)))
+            return
+        work = asyncio.ensure_future(execute(spec, ctx, args))
         lost = False
         try:
             while not work.done():
                 await asyncio.wait([work], timeout=self.settings.job_lease_seconds / 3)
                 if work.done():
                     break
-                held = await self.store.renew(self.owner, self.settings.job_lease_seconds, [job.id])
+                try:
+                    held = await self.store.renew(
+                        self.owner, self.settings.job_lease_seconds, [job.id]
+                    )
+                except Exception:
+                    # The database is unreachable: keep working and try again next beat. If the
+                    # lease runs out meanwhile and another runner takes the job, the next renew
+                    # says so and this copy stops.
+                    log.warning("could not renew the lease on job %s", job.id, exc_info=True)
+                    continue
                 if job.id not in held:
                     lost = True  # cancelled by the caller or operator, or reclaimed
                     work.cancel()
@@ -229,7 +245,9 @@ class Runner:
             await self._finish(job, "failed", error=error)
 
     async def _finish(self, job: Task, status: str, **values: Any) -> None:
-        done = await self.store.transition(
+        # Retried through a database outage: the result is not thrown away and re-run.
+        done = await record(
+            self.store,
             job.id,
             status,
             expect=("running",),

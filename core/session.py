@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from livekit.agents import Agent, AgentSession
+
 from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.handoff import carried_context, extract_facts
 from frontdesk.agents.triage import TRIAGE, triage_department
@@ -26,7 +28,6 @@ from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task, TaskStore
-from livekit.agents import Agent, AgentSession
 
 if TYPE_CHECKING:
     pass
@@ -143,7 +144,15 @@ class CallRuntime:
             await asyncio.wait(
                 self._background, timeout=self.settings.fire_and_forget_grace_seconds
             )
-        for task_id, (_spec, work) in list(self.inflight.items()):
+        from frontdesk.core.patterns import finish
+
+        for task_id, (spec, work) in list(self.inflight.items()):
+            if work.done() and not work.cancelled():
+                # It finished while we waited, but its turn has not recorded that yet (a filler
+                # may still be stopping): record the real outcome, not "unfinished".
+                with contextlib.suppress(Exception):
+                    await finish(self, spec, task_id, work)
+                continue
             work.cancel()
             with contextlib.suppress(Exception):
                 await self.store.transition(

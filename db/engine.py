@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from frontdesk.core.errors import ConfigError
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-
-from frontdesk.core.errors import ConfigError
 
 BUSY_TIMEOUT_MS = 10_000
 

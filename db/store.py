@@ -1,9 +1,11 @@
 """TaskStore: the one way every part of frontdesk reads and writes tasks, events and calls.
 
-Writes go through a ``GroupWriter`` (one serialized writer, group commit) using SQLAlchemy Core
-statements built once at import; reads use their own engine so a long listing never waits on a
-commit. Each transition appends a task_event in the same transaction and, once committed, is
-passed to the observers (the plugin host's ``on_task_event``).
+Writes go through a ``GroupWriter`` (one serialized writer, group commit). On SQLite the hot
+writes (create, transition, progress, delivery, claim, renew) run as plain SQL on the driver's
+thread, a whole batch per hop (db/hotpath.py); everything else, and every write on Postgres,
+uses SQLAlchemy Core. Reads use their own engine so a long listing never waits on a commit.
+Each transition appends a task_event in the same transaction and, once committed, is passed to
+the observers (the plugin host's ``on_task_event``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from typing import Any
 
 from frontdesk.core.errors import FrontdeskError, TaskNotFound
 from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
+from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED, Call, utcnow
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
-from frontdesk.db.writer import GroupWriter
+from frontdesk.db.writer import GroupWriter, RawWrite
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import ClauseElement
 
 tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
@@ -130,6 +134,51 @@ def _event_for(task: Task, note: str | None, at: datetime) -> TaskEvent:
     )
 
 
+def _sa_where(where: Sequence[Condition]) -> list[Any]:
+    """The SQLAlchemy form of hot-path conditions, so both paths share one definition."""
+    out: list[Any] = []
+    for name, op, value in where:
+        col = tasks.c[name]
+        if op == "=":
+            out.append(col == value)
+        elif op == "<":
+            out.append(col < value)
+        elif op == ">=":
+            out.append(col >= value)
+        elif op == "LIKE":
+            out.append(col.like(value))
+        elif op == "in":
+            out.append(col.in_(value))
+        elif op == "is null":
+            out.append(col.is_(None))
+        else:
+            raise ValueError(f"unknown operator {op!r}")
+    return out
+
+
+def _hot_write(
+    hot: HotSql,
+    sql: str,
+    params: list[Any],
+    now: datetime,
+    note: str | Callable[[Task], str] | None,
+) -> RawWrite:
+    """A raw write (run on the driver's thread) of one task statement RETURNING the row, plus
+    its task_event; None when no row matched."""
+
+    def write(conn: Any, events: list[Any]) -> Task | None:
+        row = conn.execute(sql, params).fetchone()
+        if row is None:
+            return None
+        task = Task(*hot.row(row))
+        text = note(task) if callable(note) else note
+        conn.execute(hot.event_sql, hot.event(task.id, now, task.status, text))
+        events.append(_event_for(task, text, now))
+        return task
+
+    return write
+
+
 class TaskStore:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -139,6 +188,12 @@ class TaskStore:
         )
         self.observers: list[Callable[[TaskEvent], None]] = []
         self._writer = GroupWriter(self.write_engine, self._notify)
+        # Plain SQL for the hot writes where the writer can run them on the driver's thread.
+        self._hot: HotSql | None = (
+            HotSql(self.write_engine.dialect, [f.name for f in fields(Task)])
+            if self._writer.raw
+            else None
+        )
 
     @classmethod
     async def open(cls, url: str) -> TaskStore:
@@ -212,6 +267,9 @@ class TaskStore:
             created_at=now,
             started_at=now if status == "running" else None,
         )
+        if self._hot is not None:
+            sql, params = self._hot.insert(values)
+            return await self._writer.run_raw(_hot_write(self._hot, sql, params, now, note))
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task:
             task = Task.from_row((await conn.execute(_INSERT_TASK, values)).one())
@@ -231,12 +289,14 @@ class TaskStore:
         note: str | None = None,
         expect: Sequence[str] | None = None,
         owner: str | None = None,
+        lease_expired: bool = False,
         **values: Any,
     ) -> Task | None:
         """Move a task to ``status`` if it is in one of ``expect`` (default: every status that
         may move there). Returns the updated task, or None if another writer got there first.
-        With ``owner``, only while that lease holder still holds it. Extra keyword arguments
-        set columns (result=, error=, delivered_at=, ...)."""
+        With ``owner``, only while that lease holder still holds it; with ``lease_expired``,
+        only while its lease is still past due (a holder that renewed in time keeps its task).
+        Extra keyword arguments set columns (result=, error=, delivered_at=, ...)."""
         now = utcnow()
         values["status"] = status
         if status == "running":
@@ -245,10 +305,30 @@ class TaskStore:
             values.setdefault("finished_at", now)
             values.setdefault("lease_owner", None)
             values.setdefault("lease_expires_at", None)
-        where = [tasks.c.id == task_id, tasks.c.status.in_(expect or ALLOWED_FROM[status])]
+        where: list[Condition] = [
+            ("id", "=", task_id),
+            ("status", "in", expect or ALLOWED_FROM[status]),
+        ]
         if owner is not None:
-            where.append(tasks.c.lease_owner == owner)
-        stmt = update(tasks).where(*where).values(**values).returning(*tasks.c)
+            where.append(("lease_owner", "=", owner))
+        if lease_expired:
+            where.append(("lease_expires_at", "<", now))
+        return await self._change(values, where, now, note)
+
+    async def _change(
+        self,
+        values: dict[str, Any],
+        where: list[Condition],
+        now: datetime,
+        note: str | None,
+    ) -> Task | None:
+        """UPDATE one task where every condition holds and append its event (status as
+        updated), in one write; the updated task, or None if no row matched."""
+        hot = self._hot
+        if hot is not None and not any(isinstance(v, ClauseElement) for v in values.values()):
+            sql, params = hot.update(values, where)
+            return await self._writer.run_raw(_hot_write(hot, sql, params, now, note))
+        stmt = update(tasks).where(*_sa_where(where)).values(**values).returning(*tasks.c)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
             row = (await conn.execute(stmt)).one_or_none()
@@ -256,7 +336,7 @@ class TaskStore:
                 return None
             task = Task.from_row(row)
             await conn.execute(
-                _INSERT_EVENT, {"task_id": task_id, "at": now, "status": status, "note": note}
+                _INSERT_EVENT, {"task_id": task.id, "at": now, "status": task.status, "note": note}
             )
             events.append(_event_for(task, note, now))
             return task
@@ -264,59 +344,40 @@ class TaskStore:
         return await self._writer.run(write)
 
     async def set_progress(self, task_id: int, fraction: float, note: str = "") -> None:
-        now = utcnow()
-        stmt = (
-            update(tasks)
-            .where(tasks.c.id == task_id, tasks.c.status == "running")
-            .values(progress=fraction, progress_note=note[:500] or None)
-            .returning(*tasks.c)
-        )
         label = f"progress {round(fraction * 100)}%" + (f": {note}" if note else "")
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> None:
-            row = (await conn.execute(stmt)).one_or_none()
-            if row is not None:
-                task = Task.from_row(row)
-                await conn.execute(
-                    _INSERT_EVENT,
-                    {"task_id": task_id, "at": now, "status": task.status, "note": label},
-                )
-                events.append(_event_for(task, label, now))
-
-        await self._writer.run(write)
+        await self._change(
+            {"progress": fraction, "progress_note": note[:500] or None},
+            [("id", "=", task_id), ("status", "=", "running")],
+            utcnow(),
+            label,
+        )
 
     async def mark_delivered(self, task_id: int, note: str = "delivered") -> bool:
         """Set delivered_at once; False if it was already delivered (or never finished)."""
         now = utcnow()
-        stmt = (
-            update(tasks)
-            .where(
-                tasks.c.id == task_id,
-                tasks.c.delivered_at.is_(None),
-                tasks.c.status.in_(FINISHED),
-            )
-            .values(delivered_at=now)
-            .returning(*tasks.c)
-        )
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> bool:
-            row = (await conn.execute(stmt)).one_or_none()
-            if row is None:
-                return False
-            task = Task.from_row(row)
-            await conn.execute(
-                _INSERT_EVENT, {"task_id": task_id, "at": now, "status": task.status, "note": note}
-            )
-            events.append(_event_for(task, note, now))
-            return True
-
-        return await self._writer.run(write)
+        where: list[Condition] = [
+            ("id", "=", task_id),
+            ("delivered_at", "is null", None),
+            ("status", "in", FINISHED),
+        ]
+        return await self._change({"delivered_at": now}, where, now, note) is not None
 
     # -- leases (the runner, and call-process heartbeats) ------------------------------------
 
     async def claim(self, owner: str, lease_seconds: float) -> Task | None:
         """Take the oldest queued background job under a lease, or None."""
         now = utcnow()
+        if self._hot is not None:
+            sql, params = self._hot.claim(owner, now + timedelta(seconds=lease_seconds), now)
+            return await self._writer.run_raw(
+                _hot_write(
+                    self._hot,
+                    sql,
+                    params,
+                    now,
+                    lambda task: f"claimed by {owner} (attempt {task.attempts})",
+                )
+            )
         pick = (
             select(tasks.c.id)
             .where(tasks.c.status == "queued", tasks.c.pattern == "background")
@@ -358,18 +419,19 @@ class TaskStore:
         """Extend ``owner``'s leases on running tasks; returns the ids still held (a task that
         was cancelled or reclaimed meanwhile is missing from the answer)."""
         now = utcnow()
-        cond = [tasks.c.lease_owner == owner, tasks.c.status == "running"]
+        cond: list[Condition] = [("lease_owner", "=", owner), ("status", "=", "running")]
         if task_ids is not None:
             ids = list(task_ids)
             if not ids:
                 return set()
-            cond.append(tasks.c.id.in_(ids))
-        stmt = (
-            update(tasks)
-            .where(*cond)
-            .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
-            .returning(tasks.c.id)
-        )
+            cond.append(("id", "in", ids))
+        values = {"lease_expires_at": now + timedelta(seconds=lease_seconds)}
+        if self._hot is not None:
+            sql, params = self._hot.update(values, cond, returning=("id",))
+            return await self._writer.run_raw(
+                lambda conn, events: {r[0] for r in conn.execute(sql, params).fetchall()}
+            )
+        stmt = update(tasks).where(*_sa_where(cond)).values(**values).returning(tasks.c.id)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> set[int]:
             return {r[0] for r in (await conn.execute(stmt)).all()}
@@ -387,13 +449,28 @@ class TaskStore:
         async with self.read_engine.connect() as conn:
             return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
 
-    async def release(self, owner: str, task_id: int, note: str) -> Task | None:
-        """Give a running job back to the queue (graceful shutdown or an expired lease)."""
+    async def release(
+        self,
+        owner: str,
+        task_id: int,
+        note: str,
+        *,
+        held_by: str | None = None,
+        lease_expired: bool = False,
+    ) -> Task | None:
+        """Give a running job back to the queue (graceful shutdown or an expired lease).
+
+        ``owner`` is who gives it back (for the log). ``held_by`` releases it only while that
+        holder still holds the lease (a runner at shutdown gives back only its own jobs);
+        ``lease_expired`` only while the lease is past due, so a holder that was merely slow and
+        renewed after the scan keeps its job instead of it running twice."""
         return await self.transition(
             task_id,
             "queued",
             note=note,
             expect=("running",),
+            owner=held_by,
+            lease_expired=lease_expired,
             lease_owner=None,
             lease_expires_at=None,
             started_at=None,
@@ -471,16 +548,19 @@ class TaskStore:
 
     async def recent_keys(self, caller: str, tool: str, prefix: str, since: datetime) -> list[Task]:
         """Tasks of this caller and tool since ``since`` whose key starts with ``prefix``."""
-        stmt = (
-            select(tasks)
-            .where(
-                tasks.c.caller == caller,
-                tasks.c.tool == tool,
-                tasks.c.created_at >= since,
-                tasks.c.idempotency_key.like(prefix + "%"),
-            )
-            .order_by(tasks.c.id.desc())
-        )
+        where: list[Condition] = [
+            ("caller", "=", caller),
+            ("tool", "=", tool),
+            ("created_at", ">=", since),
+            ("idempotency_key", "LIKE", prefix + "%"),
+        ]
+        hot = self._hot
+        if hot is not None:
+            # Every critical tool turn asks this before it runs; see db/hotpath.py.
+            sql, params = hot.select(where)
+            rows = await read(self.read_engine, lambda conn: conn.execute(sql, params).fetchall())
+            return [Task(*hot.row(r)) for r in rows]
+        stmt = select(tasks).where(*_sa_where(where)).order_by(tasks.c.id.desc())
         async with self.read_engine.connect() as conn:
             return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
 

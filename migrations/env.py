@@ -1,7 +1,6 @@
 """Alembic env: runs on a connection handed in by frontdesk (see db.engine.ensure_schema)."""
 
 from alembic import context
-
 from frontdesk.db.models import Base
 
 config = context.config

@@ -13,6 +13,7 @@ os.environ.setdefault("FRONTDESK_LOAD_PLUGINS", "")  # tests choose their plugin
 
 import kit  # noqa: E402
 import pgtest  # noqa: E402
+
 from frontdesk.core import host  # noqa: E402
 from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402

@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from decimal import Decimal
@@ -39,6 +40,9 @@ from frontdesk.core import hookimpl  # noqa: E402
 
 GATEWAY_LOG = "FRONTDESK_TEST_GATEWAY_LOG"
 CRASH_AFTER_CHARGE = "FRONTDESK_TEST_CRASH_AFTER_CHARGE"
+# Seconds the gateway takes before and after moving money: widens the windows a random-time
+# kill can land in (bench/reliability.py).
+GATEWAY_DELAY = "FRONTDESK_TEST_GATEWAY_DELAY"
 
 
 # -- the gateway plugin ---------------------------------------------------------------------
@@ -68,6 +72,8 @@ class FileGateway:
         )
 
     async def _move(self, op: str, key: str, amount: Decimal) -> str:
+        delay = float(os.environ.get(GATEWAY_DELAY) or 0)
+        await asyncio.sleep(delay)
         ref = self._ref(key)
         if ref is not None:
             self._append({"op": f"{op}-repeat", "key": key, "ref": ref})
@@ -78,6 +84,7 @@ class FileGateway:
         if marker:
             Path(marker).write_text(ref)
             await asyncio.sleep(3600)  # killed here: money moved, ledger not yet written
+        await asyncio.sleep(delay)
         return ref
 
     async def charge(self, account: Any, amount: Decimal, idempotency_key: str) -> str:
@@ -113,42 +120,67 @@ def load_registry(settings: Any) -> Any:
 # -- subprocesses ---------------------------------------------------------------------------
 
 BASE_ENV = {**os.environ, "FRONTDESK_LOAD_PLUGINS": "", "PYTHONPATH": str(HERE)}
-for _name in (CRASH_AFTER_CHARGE,):
+for _name in (CRASH_AFTER_CHARGE, GATEWAY_DELAY):
     BASE_ENV.pop(_name, None)
 
 
-def start(*args: str, lease: float = 1.0, **env: str) -> subprocess.Popen[str]:
-    """``frontdesk ARGS`` with the test plugins, in its own process group."""
+def start(*args: str, lease: float = 1.0, **env: str) -> subprocess.Popen[bytes]:
+    """``frontdesk ARGS`` with the test plugins, in its own process group.
+
+    Output goes to temporary files, not pipes: a chatty process (``simulate --json`` with 100
+    callers) would otherwise fill a pipe nobody is reading yet and block on a write, stalling
+    its event loop mid-call. Read it with ``output(proc)``."""
     full_env = {**BASE_ENV, "FRONTDESK_JOB_LEASE_SECONDS": str(lease), **env}
-    return subprocess.Popen(
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    proc = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), *args],
         env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=out,
+        stderr=err,
         start_new_session=True,
     )
+    proc.output_files = (out, err)  # type: ignore[attr-defined]
+    return proc
 
 
-def kill(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL: no shutdown code runs, exactly like a crashed or OOM-killed process."""
-    if proc.poll() is None:
+def output(proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+    """What the process wrote so far: (stdout, stderr)."""
+    texts = []
+    for f in proc.output_files:  # type: ignore[attr-defined]
+        f.seek(0)
+        texts.append(f.read().decode(errors="replace"))
+    return texts[0], texts[1]
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, str]:
+    """Wait for the process to exit on its own; its (stdout, stderr)."""
+    proc.wait(timeout)
+    return output(proc)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> bool:
+    """SIGKILL: no shutdown code runs, exactly like a crashed or OOM-killed process. False if
+    the process had already exited on its own (nothing was killed)."""
+    alive = proc.poll() is None
+    if alive:
         os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=10)
+    proc.wait(10)
+    return alive
 
 
-def stop(proc: subprocess.Popen[str], timeout: float = 15.0) -> tuple[str, str]:
+def stop(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> tuple[str, str]:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
-        return proc.communicate(timeout=timeout)
+        proc.wait(timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        return proc.communicate()
+        proc.wait()
+    return output(proc)
 
 
 def wait_until(
-    predicate: Callable[[], Any], timeout: float, proc: subprocess.Popen[str] | None = None
+    predicate: Callable[[], Any], timeout: float, proc: subprocess.Popen[bytes] | None = None
 ) -> Any:
     """Poll ``predicate`` until truthy; fail early if ``proc`` died on its own."""
     deadline = time.monotonic() + timeout
@@ -162,7 +194,7 @@ def wait_until(
         if value:
             return value
         if proc is not None and proc.poll() is not None:
-            out, err = proc.communicate()
+            _, err = output(proc)
             raise AssertionError(f"process exited {proc.returncode} early:\n{err[-3000:]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")

@@ -7,6 +7,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+
 from frontdesk.core.errors import TaskNotFound
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import ALLOWED_FROM, TaskStore

@@ -47,7 +47,9 @@ def upgrade() -> None:
     op.create_table(
         "task_events",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("task_id", sa.Integer(), sa.ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "task_id", sa.Integer(), sa.ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("at", TS, nullable=False),
         sa.Column("status", sa.String(12), nullable=False),
         sa.Column("note", sa.Text()),
