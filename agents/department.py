@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from livekit.agents import Agent, llm
+
 from frontdesk.agents.handoff import transfer_tools
 from frontdesk.core.department import Department
 from frontdesk.core.patterns import function_tool_for
-from livekit.agents import Agent, llm
 
 if TYPE_CHECKING:
     from frontdesk.core.session import CallRuntime

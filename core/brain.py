@@ -11,9 +11,10 @@ import json
 import re
 from typing import Any
 
-from frontdesk.core.testing import reply_chunk
 from livekit.agents import APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
+
+from frontdesk.core.testing import reply_chunk
 
 YES = re.compile(
     r"^\s*(yes|yeah|yep|sure|ok(ay)?|confirm(ed)?|go ahead|please do|do it|correct)\b", re.I
@@ -25,7 +26,9 @@ STOP = set(
 )
 IDS = re.compile(r"\b((?:INV|PAY|R)-[A-Z0-9-]+)\b", re.I)
 MONEY = re.compile(r"(?:\$|€|£)\s*(\d+(?:[.,]\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\b")
-STATUS = re.compile(r"\b(what happened|status|ready yet|done yet|is it ready|how is (it|my)|progress)\b", re.I)
+STATUS = re.compile(
+    r"\b(what happened|status|ready yet|done yet|is it ready|how is (it|my)|progress)\b", re.I
+)
 NUMBER = re.compile(r"\b(\d+)\b")
 MONTH = re.compile(r"\b(\d{4}-\d{2})\b")
 QUOTED = re.compile(r"[\"“']([^\"”']{2,})[\"”']")
@@ -191,7 +194,9 @@ def answer(
     schema = best[1]
     if schema["name"].startswith("transfer_to_"):
         desk = schema["name"][12:]
-        return f"Let me transfer you to {'the front desk' if desk == 'triage' else desk}.", [(schema["name"], {})]
+        return f"Let me transfer you to {'the front desk' if desk == 'triage' else desk}.", [
+            (schema["name"], {})
+        ]
     args = fill_args(text, schema.get("parameters", {}), items)
     missing = [p for p in schema.get("parameters", {}).get("required", []) if p not in args]
     if missing:

@@ -14,6 +14,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import typer
+
 from frontdesk.core.errors import FrontdeskError
 
 app = typer.Typer(

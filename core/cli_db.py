@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+
 from frontdesk.core.cli import run_async
 from frontdesk.core.settings import Settings
 

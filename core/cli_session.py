@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+
 from frontdesk.core.cli import fail, run_async
 from frontdesk.core.settings import Settings
 
@@ -117,7 +118,9 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
     for task in rows:
         for path_ in artifact_paths(task.result):
             console.print(f"report file: {path_}")
-    console.print(f"[dim]history: frontdesk tasks list --caller {scenario.caller} --db {settings.database_url}[/dim]")
+    console.print(
+        f"[dim]history: frontdesk tasks list --caller {scenario.caller} --db {settings.database_url}[/dim]"
+    )
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
@@ -178,6 +181,7 @@ def console(
 
     llm_choice = providers.select_all(settings).llm
     if llm_choice.enabled:
+
         def make_llm() -> Any:
             return providers.build_llm(llm_choice)
 

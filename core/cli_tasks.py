@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import typer
+
 from frontdesk.core.cli import run_async
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import STATUSES

@@ -41,7 +41,9 @@ async def run_console(
     make_llm: Callable[[], Any] | None = None,
 ) -> None:
     env = await Environment.open(settings, registry)
-    driver = CallDriver(env, Scenario(name="console", caller=caller, steps=[]), caller, emit, make_llm)
+    driver = CallDriver(
+        env, Scenario(name="console", caller=caller, steps=[]), caller, emit, make_llm
+    )
     env.routes[caller] = driver.emit
     try:
         await driver.connect()
@@ -54,7 +56,9 @@ async def run_console(
                 continue
             if text == "/tasks":
                 for task in await env.store.list(caller=caller, limit=10):
-                    print(f"  {task.id:>5} {task.tool:<20} {task.status:<10} {task.progress_note or ''}")
+                    print(
+                        f"  {task.id:>5} {task.tool:<20} {task.status:<10} {task.progress_note or ''}"
+                    )
                 continue
             await driver.play(Step(index=0, kind="user", value=text), None)
             await asyncio.sleep(0.05)  # let a follow-up that just became due start speaking
@@ -77,8 +81,14 @@ def console_mode(settings: Settings, env: Any = None) -> tuple[str, str]:
         why = "; ".join(f"no {c.kind.upper()} ({c.reason})" for c in missing)
         return "text", why
     if find_library("portaudio") is None:
-        return "text", "PortAudio is not installed (Debian: apt-get install libportaudio2), so there is no microphone"
-    return "voice", f"STT {choices.stt.label()}, TTS {choices.tts.label()} and PortAudio are all present"
+        return (
+            "text",
+            "PortAudio is not installed (Debian: apt-get install libportaudio2), so there is no microphone",
+        )
+    return (
+        "voice",
+        f"STT {choices.stt.label()}, TTS {choices.tts.label()} and PortAudio are all present",
+    )
 
 
 def run_voice_console(settings: Settings) -> None:

@@ -11,8 +11,16 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RESULTS = [
-    {"title": "Harbor Festival", "url": "https://example.org/festival", "snippet": "Boats, music and food on the quay every weekend in June."},
-    {"title": "Old Town walking tour", "url": "https://example.org/walk", "snippet": "Daily at 10 am from the lighthouse."},
+    {
+        "title": "Harbor Festival",
+        "url": "https://example.org/festival",
+        "snippet": "Boats, music and food on the quay every weekend in June.",
+    },
+    {
+        "title": "Old Town walking tour",
+        "url": "https://example.org/walk",
+        "snippet": "Daily at 10 am from the lighthouse.",
+    },
 ]
 
 

@@ -48,7 +48,9 @@ class Progress:
             except Exception:
                 log.exception("thinking sound failed")
 
-        timer = asyncio.get_running_loop().call_later(self.runtime.settings.thinking_after_seconds, start)
+        timer = asyncio.get_running_loop().call_later(
+            self.runtime.settings.thinking_after_seconds, start
+        )
         try:
             yield
         finally:
@@ -72,7 +74,9 @@ class Progress:
         if not runtime.is_idle():
             return []
         said = []
-        jobs = await runtime.store.list(caller=runtime.caller, status="running", pattern="background", limit=5)
+        jobs = await runtime.store.list(
+            caller=runtime.caller, status="running", pattern="background", limit=5
+        )
         for job in jobs:
             if job.progress is None or self.spoken.get(job.id) == job.progress:
                 continue

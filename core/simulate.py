@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from livekit.agents import AgentSession, llm
+
 from frontdesk.core.brain import OfflineBrain
 from frontdesk.core.followups import FollowupWatcher
 from frontdesk.core.host import Registry
@@ -25,7 +27,6 @@ from frontdesk.core.session import CallRuntime
 from frontdesk.core.settings import Settings
 from frontdesk.core.testing import ScriptedLLM
 from frontdesk.db.store import TaskEvent, TaskStore
-from livekit.agents import AgentSession, llm
 
 Emit = Callable[[dict[str, Any]], None]
 TURN_TIMEOUT = 30.0
@@ -293,9 +294,16 @@ async def simulate(
     env = await Environment.open(settings, registry, runner=runner)
     try:
         drivers = []
+        taken: set[str] = set()
         for scenario in scenarios:
             for n in range(callers):
                 caller = scenario.caller if callers == 1 else f"{scenario.caller}-{n + 1}"
+                # Concurrent copies must not share a caller: their expectations would read
+                # each other's rows.
+                base, k = caller, 2
+                while caller in taken:
+                    caller, k = f"{base}~{k}", k + 1
+                taken.add(caller)
                 drivers.append(CallDriver(env, scenario, caller, emit))
         results = await asyncio.gather(*(d.run() for d in drivers))
         return [r for r in results if r]

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from frontdesk.core.errors import ToolError
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from frontdesk.core.errors import ToolError
 
 if TYPE_CHECKING:
     from frontdesk.db.store import TaskStore
+
+_log = logging.getLogger("frontdesk.tools")
 
 Pattern = Literal["interruptible", "critical", "fire_and_forget", "background"]
 PATTERNS: tuple[str, ...] = get_args(Pattern)
@@ -43,8 +47,12 @@ class ToolContext:
     settings: Any = None  # frontdesk.core.settings.Settings
 
     async def progress(self, fraction: float, note: str = "") -> None:
-        """Record progress (0..1) on this task's row, where ``task_status`` can read it."""
-        await self.store.set_progress(self.task_id, max(0.0, min(1.0, float(fraction))), note)
+        """Record progress (0..1) on this task's row, where ``task_status`` can read it.
+        Progress is a courtesy: if the database cannot take it, the work goes on."""
+        try:
+            await self.store.set_progress(self.task_id, max(0.0, min(1.0, float(fraction))), note)
+        except Exception as exc:
+            _log.warning("task %s: progress not recorded: %r", self.task_id, exc)
 
 
 ToolFn = Callable[..., Awaitable[Any]]
@@ -129,9 +137,17 @@ class ToolSpec:
         try:
             args = self.model().model_validate(raw).model_dump()
         except ValidationError as exc:
+            # Name only our own parameters: an invented key is the LLM's (or caller's) text,
+            # which could be anything, of any length.
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "input"
-            raise ToolError(f"I need a valid {where} for {self.name}.") from None
+            loc = first.get("loc", ())
+            field_name = str(loc[0]) if loc else ""
+            if (
+                first.get("type") == "extra_forbidden"
+                or field_name not in self.model().model_fields
+            ):
+                raise ToolError(f"I got details I can't use for {self.name}.") from None
+            raise ToolError(f"I need a valid {field_name} for {self.name}.") from None
         if self.precheck is not None:
             try:
                 self.precheck(**args)

@@ -89,7 +89,6 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     from frontdesk.core.acks import AckCache, default_cache_dir
     from frontdesk.core.followups import FollowupWatcher
     from frontdesk.core.rpc import TaskRpc
-    from frontdesk.db.engine import ensure_schema
 
     if STORE not in ctx.proc.userdata:  # a server built without our prewarm, or a fake job
         prewarm(ctx.proc)
@@ -99,7 +98,7 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     registry: Registry = ud[REGISTRY]
 
     # Cheap when the schema is current; a fresh SQLite file is migrated by its first call.
-    await ensure_schema(store.write_engine)
+    await store.ensure_schema()
     await ctx.connect()
     participant = await ctx.wait_for_participant()
     caller = caller_identity(participant)

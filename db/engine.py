@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from frontdesk.core.errors import ConfigError
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from frontdesk.core.errors import ConfigError
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -76,12 +77,14 @@ def _configure_sqlite(engine: AsyncEngine, *, immediate: bool) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-async def ensure_schema(engine: AsyncEngine) -> None:
-    """Upgrade to the Alembic head if the database is behind; cheap when it is current."""
+async def ensure_schema(engine: AsyncEngine, check: AsyncEngine | None = None) -> None:
+    """Upgrade to the Alembic head if the database is behind; cheap when it is current.
+    ``check`` is the engine to look with (a store's read engine, which never waits on the
+    writer); the upgrade itself runs on ``engine``."""
     from frontdesk.migrations import head_revision, upgrade_sync
 
     head = head_revision()
-    async with engine.connect() as conn:
+    async with (check or engine).connect() as conn:
         if await current_revision(conn) == head:
             return
     async with engine.begin() as conn:

@@ -12,25 +12,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timedelta, timezone
+from dataclasses import fields
+from datetime import datetime, timedelta
 from typing import Any
 
-from frontdesk.core.errors import FrontdeskError, TaskNotFound
-from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
-from frontdesk.db.hotpath import Condition, HotSql, read
-from frontdesk.db.models import FINISHED, Call, utcnow
-from frontdesk.db.models import Task as TaskRow
-from frontdesk.db.models import TaskEvent as TaskEventRow
-from frontdesk.db.writer import GroupWriter, RawWrite
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
+from frontdesk.core.errors import FrontdeskError
+from frontdesk.db.calls import CallLog
+from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
+from frontdesk.db.hotpath import Condition, HotSql
+from frontdesk.db.models import FINISHED, utcnow
+from frontdesk.db.models import Task as TaskRow
+from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.queries import TaskQueries, _sa_where
+from frontdesk.db.records import Task, TaskEvent, _event_for
+from frontdesk.db.writer import GroupWriter, RawWrite
+
 tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
-calls_t = Call.__table__
 
 # Which statuses may move to which. Transitions are compare-and-set on the current status, so a
 # cancel racing a finish has exactly one winner.
@@ -48,112 +51,6 @@ _INSERT_EVENT = insert(events_t)
 
 class StoreUnavailable(FrontdeskError):
     """The database cannot be reached or opened."""
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
-
-
-@dataclass(frozen=True)
-class Task:
-    """A row of ``tasks``; field names are DESIGN.md's column names."""
-
-    id: int
-    caller: str
-    session_id: str | None
-    department: str | None
-    tool: str
-    plugin: str | None
-    pattern: str
-    status: str
-    args: dict[str, Any] | None
-    result: Any
-    error: str | None
-    progress: float | None
-    progress_note: str | None
-    idempotency_key: str | None
-    attempts: int
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    delivered_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> Task:
-        m = row._mapping
-        data = {f.name: m[f.name] for f in fields(cls)}
-        for key in ("lease_expires_at", "created_at", "started_at", "finished_at", "delivered_at"):
-            data[key] = _aware(data[key])
-        return cls(**data)
-
-    @property
-    def finished(self) -> bool:
-        return self.status in FINISHED
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
-
-
-@dataclass(frozen=True)
-class TaskEvent:
-    """What ``on_task_event`` observers receive: one committed transition."""
-
-    task_id: int
-    caller: str
-    session_id: str | None
-    tool: str
-    plugin: str | None
-    department: str | None
-    pattern: str
-    status: str
-    note: str | None
-    progress: float | None
-    at: datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
-
-
-def _event_for(task: Task, note: str | None, at: datetime) -> TaskEvent:
-    return TaskEvent(
-        task_id=task.id,
-        caller=task.caller,
-        session_id=task.session_id,
-        tool=task.tool,
-        plugin=task.plugin,
-        department=task.department,
-        pattern=task.pattern,
-        status=task.status,
-        note=note,
-        progress=task.progress,
-        at=at,
-    )
-
-
-def _sa_where(where: Sequence[Condition]) -> list[Any]:
-    """The SQLAlchemy form of hot-path conditions, so both paths share one definition."""
-    out: list[Any] = []
-    for name, op, value in where:
-        col = tasks.c[name]
-        if op == "=":
-            out.append(col == value)
-        elif op == "<":
-            out.append(col < value)
-        elif op == ">=":
-            out.append(col >= value)
-        elif op == "LIKE":
-            out.append(col.like(value))
-        elif op == "in":
-            out.append(col.in_(value))
-        elif op == "is null":
-            out.append(col.is_(None))
-        else:
-            raise ValueError(f"unknown operator {op!r}")
-    return out
 
 
 def _hot_write(
@@ -179,7 +76,7 @@ def _hot_write(
     return write
 
 
-class TaskStore:
+class TaskStore(TaskQueries, CallLog):
     def __init__(self, url: str) -> None:
         self.url = url
         self.read_engine: AsyncEngine = create_engine(url)
@@ -200,7 +97,7 @@ class TaskStore:
         """A store on ``url`` with its schema at the Alembic head."""
         store = cls(url)
         try:
-            await ensure_schema(store.write_engine)
+            await store.ensure_schema()
         except (SQLAlchemyError, OSError) as exc:
             await store.close()
             reason = getattr(exc, "orig", None) or exc
@@ -211,6 +108,10 @@ class TaskStore:
             await store.close()
             raise
         return store
+
+    async def ensure_schema(self) -> None:
+        """Bring the schema to the head; a cheap read when it already is."""
+        await ensure_schema(self.write_engine, check=self.read_engine)
 
     @property
     def dialect(self) -> str:
@@ -475,182 +376,6 @@ class TaskStore:
             lease_expires_at=None,
             started_at=None,
         )
-
-    # -- reads ------------------------------------------------------------------------------
-
-    async def get(self, task_id: int, *, caller: str | None = None) -> Task:
-        """The task, or ``TaskNotFound``; with ``caller`` another caller's task is not found."""
-        stmt = select(tasks).where(tasks.c.id == task_id)
-        if caller is not None:
-            stmt = stmt.where(tasks.c.caller == caller)
-        async with self.read_engine.connect() as conn:
-            row = (await conn.execute(stmt)).one_or_none()
-        if row is None:
-            raise TaskNotFound(task_id)
-        return Task.from_row(row)
-
-    async def list(
-        self,
-        *,
-        caller: str | None = None,
-        status: str | None = None,
-        tool: str | None = None,
-        pattern: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Task]:
-        """Newest first."""
-        stmt = select(tasks).order_by(tasks.c.id.desc())
-        if caller is not None:
-            stmt = stmt.where(tasks.c.caller == caller)
-        if status is not None:
-            stmt = stmt.where(tasks.c.status == status)
-        if tool is not None:
-            stmt = stmt.where(tasks.c.tool == tool)
-        if pattern is not None:
-            stmt = stmt.where(tasks.c.pattern == pattern)
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        async with self.read_engine.connect() as conn:
-            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
-
-    async def events(self, task_id: int) -> list[dict[str, Any]]:
-        stmt = select(events_t).where(events_t.c.task_id == task_id).order_by(events_t.c.id)
-        async with self.read_engine.connect() as conn:
-            rows = (await conn.execute(stmt)).all()
-        return [
-            {"at": _aware(r.at).isoformat(), "status": r.status, "note": r.note}  # type: ignore[union-attr]
-            for r in rows
-        ]
-
-    async def pending_followups(self, callers: Iterable[str]) -> list[Task]:
-        """Finished tasks nobody has told their caller about yet, oldest first."""
-        names = list(callers)
-        if not names:
-            return []
-        stmt = (
-            select(tasks)
-            .where(
-                tasks.c.caller.in_(names),
-                tasks.c.delivered_at.is_(None),
-                tasks.c.status.in_(FINISHED),
-            )
-            .order_by(tasks.c.id)
-        )
-        async with self.read_engine.connect() as conn:
-            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
-
-    async def find_by_key(self, key: str) -> Task | None:
-        async with self.read_engine.connect() as conn:
-            row = (
-                await conn.execute(select(tasks).where(tasks.c.idempotency_key == key))
-            ).one_or_none()
-        return Task.from_row(row) if row else None
-
-    async def recent_keys(self, caller: str, tool: str, prefix: str, since: datetime) -> list[Task]:
-        """Tasks of this caller and tool since ``since`` whose key starts with ``prefix``."""
-        where: list[Condition] = [
-            ("caller", "=", caller),
-            ("tool", "=", tool),
-            ("created_at", ">=", since),
-            ("idempotency_key", "LIKE", prefix + "%"),
-        ]
-        hot = self._hot
-        if hot is not None:
-            # Every critical tool turn asks this before it runs; see db/hotpath.py.
-            sql, params = hot.select(where)
-            rows = await read(self.read_engine, lambda conn: conn.execute(sql, params).fetchall())
-            return [Task(*hot.row(r)) for r in rows]
-        stmt = select(tasks).where(*_sa_where(where)).order_by(tasks.c.id.desc())
-        async with self.read_engine.connect() as conn:
-            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
-
-    async def stats(self) -> list[dict[str, Any]]:
-        """Per department and status: count and median duration in seconds."""
-        stmt = select(
-            tasks.c.department, tasks.c.status, tasks.c.started_at, tasks.c.finished_at
-        ).where(tasks.c.status.in_(FINISHED))
-        groups: dict[tuple[str, str], list[float]] = {}
-        counts: dict[tuple[str, str], int] = {}
-        async with self.read_engine.connect() as conn:
-            async for r in await conn.stream(stmt):
-                key = (r.department or "-", r.status)
-                counts[key] = counts.get(key, 0) + 1
-                if r.started_at and r.finished_at:
-                    groups.setdefault(key, []).append(
-                        (_aware(r.finished_at) - _aware(r.started_at)).total_seconds()  # type: ignore[operator]
-                    )
-        out = []
-        for key in sorted(counts):
-            durations = sorted(groups.get(key, []))
-            median = durations[len(durations) // 2] if durations else None
-            out.append(
-                {
-                    "department": key[0],
-                    "status": key[1],
-                    "count": counts[key],
-                    "median_seconds": median,
-                }
-            )
-        return out
-
-    async def count(self, **where: Any) -> int:
-        stmt = select(func.count()).select_from(tasks)
-        for k, v in where.items():
-            stmt = stmt.where(tasks.c[k] == v)
-        async with self.read_engine.connect() as conn:
-            return int((await conn.execute(stmt)).scalar_one())
-
-    # -- calls ------------------------------------------------------------------------------
-
-    async def call_started(self, session_id: str, caller: str) -> None:
-        values = {
-            "session_id": session_id,
-            "caller": caller,
-            "started_at": utcnow(),
-            "handoffs": [],
-        }
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> None:
-            await conn.execute(insert(calls_t), values)
-
-        await self._writer.run(write)
-
-    async def call_handoff(self, session_id: str, from_: str | None, to: str) -> None:
-        entry = {"from": from_, "to": to, "at": utcnow().isoformat()}
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> None:
-            current = (
-                await conn.execute(
-                    select(calls_t.c.handoffs).where(calls_t.c.session_id == session_id)
-                )
-            ).scalar_one_or_none()
-            if current is not None:
-                await conn.execute(
-                    update(calls_t)
-                    .where(calls_t.c.session_id == session_id)
-                    .values(handoffs=[*current, entry])
-                )
-
-        await self._writer.run(write)
-
-    async def call_ended(self, session_id: str) -> None:
-        stmt = (
-            update(calls_t)
-            .where(calls_t.c.session_id == session_id, calls_t.c.ended_at.is_(None))
-            .values(ended_at=utcnow())
-        )
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> None:
-            await conn.execute(stmt)
-
-        await self._writer.run(write)
-
-    async def get_call(self, session_id: str) -> dict[str, Any] | None:
-        async with self.read_engine.connect() as conn:
-            row = (
-                await conn.execute(select(calls_t).where(calls_t.c.session_id == session_id))
-            ).one_or_none()
-        return dict(row._mapping) if row else None
 
 
 async def wait_for(

@@ -1,6 +1,7 @@
 """Alembic env: runs on a connection handed in by frontdesk (see db.engine.ensure_schema)."""
 
 from alembic import context
+
 from frontdesk.db.models import Base
 
 config = context.config

@@ -41,7 +41,11 @@ async def record_call_outcome(ctx: ToolContext) -> dict[str, Any]:
     call = await ctx.store.get_call(ctx.session_id) if ctx.session_id else None
     handoffs = list(call["handoffs"]) if call else []
     visited = ["triage", *(h["to"] for h in handoffs)]
-    tasks = [t for t in await ctx.store.list(caller=ctx.caller, limit=500) if t.session_id == ctx.session_id]
+    tasks = [
+        t
+        for t in await ctx.store.list(caller=ctx.caller, limit=500)
+        if t.session_id == ctx.session_id
+    ]
     by_status = Counter(t.status for t in tasks if t.tool != "record_call_outcome")
     return {
         "session_id": ctx.session_id,

@@ -19,7 +19,6 @@ hook (below); without one the built-in ``SandboxGateway`` is used with the sandb
 from __future__ import annotations
 
 import asyncio
-
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable

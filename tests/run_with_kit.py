@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import kit  # noqa: E402
+
 from frontdesk.core import host  # noqa: E402
 
 _load = host.load

@@ -10,8 +10,7 @@ import pluggy
 import pytest
 from sqlalchemy import func, select
 
-from frontdesk.core import ToolContext, ToolError, hookimpl
-from frontdesk.core import host
+from frontdesk.core import ToolContext, ToolError, hookimpl, host
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import Payment
 from frontdesk.plugins import billing, ledger, money

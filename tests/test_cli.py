@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from frontdesk.db.store import TaskStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,27 +165,48 @@ def test_operator_commands_do_not_import_livekit(db_url):
 
 async def test_tasks_stats_show_artifacts_and_cancel(db_url, tmp_path):
     store = await TaskStore.open(db_url)
-    a = await store.create(caller="a", tool="search_knowledge", pattern="interruptible", status="running", department="search")
+    a = await store.create(
+        caller="a",
+        tool="search_knowledge",
+        pattern="interruptible",
+        status="running",
+        department="search",
+    )
     await store.transition(a.id, "succeeded")
-    b = await store.create(caller="a", tool="pay_invoice", pattern="critical", status="running", department="billing")
+    b = await store.create(
+        caller="a", tool="pay_invoice", pattern="critical", status="running", department="billing"
+    )
     await store.transition(b.id, "failed", error="unknown invoice")
-    report = await store.create(caller="a", tool="generate_report", pattern="background", department="reports")
+    report = await store.create(
+        caller="a", tool="generate_report", pattern="background", department="reports"
+    )
     await store.claim("r", 30)
     csv_path = tmp_path / "r.csv"
-    await store.transition(report.id, "succeeded", result={"summary": "ok", "files": {"csv": str(csv_path)}})
-    queued = await store.create(caller="a", tool="generate_report", pattern="background", department="reports")
+    await store.transition(
+        report.id, "succeeded", result={"summary": "ok", "files": {"csv": str(csv_path)}}
+    )
+    queued = await store.create(
+        caller="a", tool="generate_report", pattern="background", department="reports"
+    )
     await store.close()
 
     stats = json.loads(run("tasks", "stats", "--json", "--db", db_url).stdout)
     counts = {(s["department"], s["status"]): s["count"] for s in stats}
-    assert counts == {("billing", "failed"): 1, ("reports", "succeeded"): 1, ("search", "succeeded"): 1}
+    assert counts == {
+        ("billing", "failed"): 1,
+        ("reports", "succeeded"): 1,
+        ("search", "succeeded"): 1,
+    }
     assert all(s["median_seconds"] is not None for s in stats)
     assert "billing" in run("tasks", "stats", "--db", db_url).stdout
 
     shown = run("tasks", "show", str(report.id), "--db", db_url)
     assert shown.returncode == 0 and str(csv_path) in shown.stdout and "artifact" in shown.stdout
 
-    assert run("tasks", "cancel", str(queued.id), "--db", db_url).stdout.strip() == f"task {queued.id} cancelled"
+    assert (
+        run("tasks", "cancel", str(queued.id), "--db", db_url).stdout.strip()
+        == f"task {queued.id} cancelled"
+    )
     again = run("tasks", "cancel", str(queued.id), "--db", db_url)
     assert again.returncode == 2 and "already cancelled" in again.stderr
     critical = run("tasks", "cancel", str(b.id), "--db", db_url)

@@ -29,8 +29,14 @@ def test_console_walks_every_department(tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path}/console.db"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(FRONTDESK_LOAD_PLUGINS="", FRONTDESK_REPORTS_PATH=str(tmp_path / "reports"))
-    out = subprocess.run([*FRONTDESK, "console", "--caller", "newbie", "--db", db], input="\n".join(LINES) + "\n",
-                         capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [*FRONTDESK, "console", "--caller", "newbie", "--db", db],
+        input="\n".join(LINES) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "Checkout is at 11 am" in text
@@ -40,8 +46,14 @@ def test_console_walks_every_department(tmp_path):
     assert "(transferred search → billing)" in text and "(transferred billing → reports)" in text
     assert "Sorry, I didn't understand that." in text
     assert "Goodbye" in text
-    rows = json.loads(subprocess.run([*FRONTDESK, "tasks", "list", "--json", "--caller", "newbie", "--db", db],
-                                     capture_output=True, text=True, env=env).stdout)
+    rows = json.loads(
+        subprocess.run(
+            [*FRONTDESK, "tasks", "list", "--json", "--caller", "newbie", "--db", db],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+    )
     tools = {r["tool"]: r["status"] for r in rows}
     assert tools["search_knowledge"] == "succeeded" and tools["pay_invoice"] == "succeeded"
     assert tools["generate_report"] in ("queued", "running", "succeeded")
@@ -57,7 +69,11 @@ def test_console_mode_says_which_and_why(monkeypatch, tmp_path):
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db")
     mode, why = console_mode(settings, env={})
     assert mode == "text" and "STT" in why and "TTS" in why
-    keys = {"DEEPGRAM_API_KEY": "dg-dummy", "ELEVEN_API_KEY": "el-dummy", "OPENAI_API_KEY": "sk-dummy"}
+    keys = {
+        "DEEPGRAM_API_KEY": "dg-dummy",
+        "ELEVEN_API_KEY": "el-dummy",
+        "OPENAI_API_KEY": "sk-dummy",
+    }
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
     mode, why = console_mode(settings, env=keys)
     assert mode == "text" and "PortAudio" in why and "libportaudio2" in why
@@ -69,7 +85,13 @@ def test_console_mode_says_which_and_why(monkeypatch, tmp_path):
 def test_console_text_banner_explains_the_mode(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(FRONTDESK_LOAD_PLUGINS="")
-    out = subprocess.run([*FRONTDESK, "console", "--db", f"sqlite+aiosqlite:///{tmp_path}/c.db"], input="bye\n",
-                         capture_output=True, text=True, timeout=60, env=env)
+    out = subprocess.run(
+        [*FRONTDESK, "console", "--db", f"sqlite+aiosqlite:///{tmp_path}/c.db"],
+        input="bye\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert out.returncode == 0
     assert "text (no STT" in out.stdout and "offline brain" in out.stdout

@@ -29,20 +29,44 @@ PATTERN_SCENARIOS = [
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     db = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('examples')}/examples.db"
-    env = {**os.environ, "FRONTDESK_LOAD_PLUGINS": "", "FRONTDESK_REPORTS_PATH": str(tmp_path_factory.mktemp("reports")),
-           "FRONTDESK_SANDBOX_GATEWAY_SECONDS": "0.6"}
+    env = {
+        **os.environ,
+        "FRONTDESK_LOAD_PLUGINS": "",
+        "FRONTDESK_REPORTS_PATH": str(tmp_path_factory.mktemp("reports")),
+        "FRONTDESK_SANDBOX_GATEWAY_SECONDS": "0.6",
+    }
     with serve(delay=3.0) as url:
         env["FRONTDESK_SEARCH_WEB_URL"] = url
-        out = subprocess.run([*FRONTDESK, "simulate", *(str(CALLS / s) for s in PATTERN_SCENARIOS), "--json", "--db", db],
-                             capture_output=True, text=True, timeout=180, env=env)
-    rows = json.loads(subprocess.run([*FRONTDESK, "tasks", "list", "--json", "--limit", "500", "--db", db],
-                                     capture_output=True, text=True, env=env).stdout)
+        out = subprocess.run(
+            [
+                *FRONTDESK,
+                "simulate",
+                *(str(CALLS / s) for s in PATTERN_SCENARIOS),
+                "--json",
+                "--db",
+                db,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
+    rows = json.loads(
+        subprocess.run(
+            [*FRONTDESK, "tasks", "list", "--json", "--limit", "500", "--db", db],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+    )
     events = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     return out, rows, events, db, env
 
 
 def tasks(rows, caller, tool=None):
-    return [r for r in reversed(rows) if r["caller"] == caller and (tool is None or r["tool"] == tool)]
+    return [
+        r for r in reversed(rows) if r["caller"] == caller and (tool is None or r["tool"] == tool)
+    ]
 
 
 def test_all_pattern_scenarios_pass(ran):
@@ -53,7 +77,11 @@ def test_all_pattern_scenarios_pass(ran):
 def test_interrupted_search_rows(ran):
     _, rows, events, *_ = ran
     [web] = tasks(rows, "ivy", "search_web")
-    assert web["status"] == "cancelled" and web["error"] == "interrupted by caller" and web["result"] is None
+    assert (
+        web["status"] == "cancelled"
+        and web["error"] == "interrupted by caller"
+        and web["result"] is None
+    )
     assert not any(e["type"] == "agent" and "STALE" in e["text"] for e in events)
 
 
@@ -75,7 +103,11 @@ def test_fire_and_forget_outcome_row(ran):
 def test_background_spoken_after_two_handoffs(ran):
     _, rows, events, *_ = ran
     [job] = tasks(rows, "bea", "generate_report")
-    assert job["status"] == "succeeded" and job["delivered_at"] and Path(job["result"]["files"]["csv"]).exists()
+    assert (
+        job["status"] == "succeeded"
+        and job["delivered_at"]
+        and Path(job["result"]["files"]["csv"]).exists()
+    )
     # The report is quick, so which desk was idle first may vary; tests/test_patterns.py pins
     # the after-two-handoffs case with a job that outlasts them.
     followups = [e for e in events if e["type"] == "followup" and e["caller"] == "bea"]
@@ -86,7 +118,9 @@ def test_hangup_then_delivered_on_reconnect(ran):
     _, rows, events, *_ = ran
     [job] = tasks(rows, "hal", "generate_report")
     assert job["delivered_at"]
-    sessions = [e["session_id"] for e in events if e["type"] == "session_start" and e["caller"] == "hal"]
+    sessions = [
+        e["session_id"] for e in events if e["type"] == "session_start" and e["caller"] == "hal"
+    ]
     delivered_in = [e for e in events if e["type"] == "followup" and e["caller"] == "hal"]
     assert len(sessions) == 2 and delivered_in
 
@@ -94,7 +128,12 @@ def test_hangup_then_delivered_on_reconnect(ran):
 def test_bad_input_failed_rows(ran):
     _, rows, events, *_ = ran
     failed = [(r["tool"], r["error"]) for r in tasks(rows, "bo") if r["status"] == "failed"]
-    assert [t for t, _ in failed] == ["pay_invoice", "pay_invoice", "generate_report", "search_knowledge"]
+    assert [t for t, _ in failed] == [
+        "pay_invoice",
+        "pay_invoice",
+        "generate_report",
+        "search_knowledge",
+    ]
     assert all(err and "Traceback" not in err and len(err) < 200 for _, err in failed)
     spoken = [e["text"] for e in events if e["type"] == "agent" and e["caller"] == "bo"]
     assert any("balance" in s.lower() for s in spoken)  # the call went on
@@ -102,9 +141,16 @@ def test_bad_input_failed_rows(ran):
 
 def test_task_status_and_cross_caller(ran):
     out, rows, events, db, env = ran
-    result = subprocess.run([*FRONTDESK, "simulate", str(CALLS / "task_status.yaml"), "--json", "--db", db],
-                            capture_output=True, text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [*FRONTDESK, "simulate", str(CALLS / "task_status.yaml"), "--json", "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     outputs = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-    status = [e["output"] for e in outputs if e["type"] == "tool_output" and e["name"] == "task_status"]
+    status = [
+        e["output"] for e in outputs if e["type"] == "tool_output" and e["name"] == "task_status"
+    ]
     assert "is done" in status[0] and "couldn't find a task with reference 1" in status[1]

@@ -10,14 +10,27 @@ from frontdesk.core.simulate import CallDriver, Environment
 from frontdesk.db.store import wait_for
 
 
-async def test_interrupted_followup_is_retried_and_delivered_once(settings, registry, store, transcript):
+async def test_interrupted_followup_is_retried_and_delivered_once(
+    settings, registry, store, transcript
+):
     env = await Environment.open(settings, registry)
     driver = CallDriver(env, Scenario("f", "alice", []), "alice", transcript.append)
     try:
         await driver.connect()
-        await driver.play(Step(1, "user", "lab", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]), None)
         await driver.play(
-            Step(2, "user", "experiment", llm=[{"tools": [{"experiment": {"name": "f", "seconds": 0.4}}]}, {"say": "Started."}]),
+            Step(1, "user", "lab", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]),
+            None,
+        )
+        await driver.play(
+            Step(
+                2,
+                "user",
+                "experiment",
+                llm=[
+                    {"tools": [{"experiment": {"name": "f", "seconds": 0.4}}]},
+                    {"say": "Started."},
+                ],
+            ),
             None,
         )
         driver.llm.push({"say": "FIRST TRY at the update", "delay": 1.0})
@@ -63,11 +76,40 @@ def test_followup_wording(store):
     from frontdesk.db.store import Task
 
     now = datetime.now(timezone.utc)
-    base = dict(caller="c", session_id=None, department="reports", plugin="reports", pattern="background",
-                args={}, progress=None, progress_note=None, idempotency_key=None, attempts=1, lease_owner=None,
-                lease_expires_at=None, created_at=now, started_at=now, finished_at=now, delivered_at=None)
-    ok = Task(id=7, tool="generate_report", status="succeeded", result={"summary": "All good."}, error=None, **base)
-    bad = Task(id=8, tool="generate_report", status="failed", result=None, error="interrupted by restart", **base)
+    base = dict(
+        caller="c",
+        session_id=None,
+        department="reports",
+        plugin="reports",
+        pattern="background",
+        args={},
+        progress=None,
+        progress_note=None,
+        idempotency_key=None,
+        attempts=1,
+        lease_owner=None,
+        lease_expires_at=None,
+        created_at=now,
+        started_at=now,
+        finished_at=now,
+        delivered_at=None,
+    )
+    ok = Task(
+        id=7,
+        tool="generate_report",
+        status="succeeded",
+        result={"summary": "All good."},
+        error=None,
+        **base,
+    )
+    bad = Task(
+        id=8,
+        tool="generate_report",
+        status="failed",
+        result=None,
+        error="interrupted by restart",
+        **base,
+    )
     assert "report (reference 7) is done: All good." in followup_instructions(ok)
     assert "did not complete (failed: interrupted by restart)" in followup_instructions(bad)
     assert task_noun("generate_report") == "report" and task_noun("pay_invoice") == "pay invoice"
@@ -93,24 +135,54 @@ class _Player:
         return handle
 
 
-async def test_thinking_sound_only_for_slow_work_and_periodic_status(settings, registry, store, transcript):
-    env = await Environment.open(settings.model_copy(update={"thinking_after_seconds": 0.2}), registry)
+async def test_thinking_sound_only_for_slow_work_and_periodic_status(
+    settings, registry, store, transcript
+):
+    env = await Environment.open(
+        settings.model_copy(update={"thinking_after_seconds": 0.2}), registry
+    )
     driver = CallDriver(env, Scenario("p", "pat", []), "pat", transcript.append)
     try:
         await driver.connect()
         player = _Player()
         driver.runtime.progress.audio = player
-        await driver.play(Step(1, "user", "lab", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]), None)
-        await driver.play(Step(2, "user", "quick", llm=[{"tools": [{"lookup": {"query": "a"}}]}, {"say": "Quick."}]), None)
+        await driver.play(
+            Step(1, "user", "lab", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]),
+            None,
+        )
+        await driver.play(
+            Step(
+                2, "user", "quick", llm=[{"tools": [{"lookup": {"query": "a"}}]}, {"say": "Quick."}]
+            ),
+            None,
+        )
         assert player.played == []  # fast work: silence
-        await driver.play(Step(3, "user", "slow", llm=[{"tools": [{"lookup": {"query": "b", "seconds": 0.6}}]}, {"say": "Slow."}]), None)
+        await driver.play(
+            Step(
+                3,
+                "user",
+                "slow",
+                llm=[{"tools": [{"lookup": {"query": "b", "seconds": 0.6}}]}, {"say": "Slow."}],
+            ),
+            None,
+        )
         [(clip, loop, handle)] = player.played
         assert loop and handle.stopped and "keyboard" in str(clip.source).lower()
         # a running background job gets a short spoken status when the agent is idle
-        await driver.play(Step(4, "user", "exp", llm=[{"tools": [{"experiment": {"name": "s", "seconds": 2}}]}, {"say": "Started."}]), None)
+        await driver.play(
+            Step(
+                4,
+                "user",
+                "exp",
+                llm=[{"tools": [{"experiment": {"name": "s", "seconds": 2}}]}, {"say": "Started."}],
+            ),
+            None,
+        )
         await asyncio.sleep(0.9)
         said = await driver.runtime.progress.announce()
-        assert said and said[0].startswith("Your experiment is about") and said[0].endswith("% done.")
+        assert (
+            said and said[0].startswith("Your experiment is about") and said[0].endswith("% done.")
+        )
     finally:
         await driver.hangup()
         await env.close()

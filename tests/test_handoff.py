@@ -11,9 +11,22 @@ async def test_context_and_caller_facts_reach_the_new_desk(settings, registry, s
     driver = CallDriver(env, Scenario("ctx", "alice", []), "alice", transcript.append)
     try:
         await driver.connect()
-        await driver.play(Step(1, "user", "Hi, my name is Alice Smith, account AC-7781.", llm=[{"say": "Hello Alice."}]), None)
         await driver.play(
-            Step(2, "user", "I need the lab about argon", llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab here, Alice."}]),
+            Step(
+                1,
+                "user",
+                "Hi, my name is Alice Smith, account AC-7781.",
+                llm=[{"say": "Hello Alice."}],
+            ),
+            None,
+        )
+        await driver.play(
+            Step(
+                2,
+                "user",
+                "I need the lab about argon",
+                llm=[{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab here, Alice."}],
+            ),
             None,
         )
         agent = driver.session.current_agent
@@ -21,12 +34,24 @@ async def test_context_and_caller_facts_reach_the_new_desk(settings, registry, s
         texts = [i.text_content for i in agent.chat_ctx.items if i.type == "message"]
         assert "Hi, my name is Alice Smith, account AC-7781." in texts
         assert "I need the lab about argon" in texts
-        assert "name: Alice Smith" in agent.instructions and "account: AC-7781" in agent.instructions
+        assert (
+            "name: Alice Smith" in agent.instructions and "account: AC-7781" in agent.instructions
+        )
         # the request the new desk answered is the carried one: its first LLM request saw it
         last_request = driver.llm.requests[-1]
-        assert any(i.type == "message" and i.text_content == "I need the lab about argon" for i in last_request.items)
+        assert any(
+            i.type == "message" and i.text_content == "I need the lab about argon"
+            for i in last_request.items
+        )
         tool_names = {t.id if hasattr(t, "id") else t.info.name for t in agent.tools}
-        assert {"transfer_to_triage", "transfer_to_archive", "lookup", "task_status", "my_tasks", "cancel_task"} <= tool_names
+        assert {
+            "transfer_to_triage",
+            "transfer_to_archive",
+            "lookup",
+            "task_status",
+            "my_tasks",
+            "cancel_task",
+        } <= tool_names
         assert "transfer_to_lab" not in tool_names
     finally:
         await driver.hangup()
@@ -40,16 +65,35 @@ async def test_desks_transfer_directly_and_back(settings, registry, transcript):
     from frontdesk.core.scenario import parse_scenario
     from frontdesk.core.simulate import simulate
 
-    scenario = parse_scenario({"caller": "bo", "steps": [
-        {"user": "lab", "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]},
-        {"user": "archive", "llm": [{"tools": [{"transfer_to_archive": {}}]}, {"say": "Archive."}]},
-        {"expect": {"agent": "archive"}},
-        {"user": "lab again", "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab again."}]},
-        {"user": "front desk", "llm": [{"tools": [{"transfer_to_triage": {}}]}, {"say": "Front desk."}]},
-        {"expect": {"agent": "triage"}},
-    ]})
+    scenario = parse_scenario(
+        {
+            "caller": "bo",
+            "steps": [
+                {"user": "lab", "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]},
+                {
+                    "user": "archive",
+                    "llm": [{"tools": [{"transfer_to_archive": {}}]}, {"say": "Archive."}],
+                },
+                {"expect": {"agent": "archive"}},
+                {
+                    "user": "lab again",
+                    "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab again."}],
+                },
+                {
+                    "user": "front desk",
+                    "llm": [{"tools": [{"transfer_to_triage": {}}]}, {"say": "Front desk."}],
+                },
+                {"expect": {"agent": "triage"}},
+            ],
+        }
+    )
     assert await simulate([scenario], settings, registry, transcript.append) == []
     assert [(e["from"], e["to"]) for e in transcript.of("handoff")] == [
-        ("triage", "lab"), ("lab", "archive"), ("archive", "lab"), ("lab", "triage")]
-    assert [a for a, t in transcript.said() if t in ("Lab.", "Archive.", "Lab again.", "Front desk.")] == [
-        "lab", "archive", "lab", "triage"]
+        ("triage", "lab"),
+        ("lab", "archive"),
+        ("archive", "lab"),
+        ("lab", "triage"),
+    ]
+    assert [
+        a for a, t in transcript.said() if t in ("Lab.", "Archive.", "Lab again.", "Front desk.")
+    ] == ["lab", "archive", "lab", "triage"]

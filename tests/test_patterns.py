@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import kit
+
 from frontdesk.core.scenario import parse_scenario
 from frontdesk.core.simulate import simulate
 
@@ -261,13 +262,26 @@ async def test_task_status_shows_progress_and_hides_other_callers(
     assert (await store.get(other.id)).caller == "mallory"
 
 
-async def test_interrupt_at_the_very_start_of_critical_work_leaves_nothing_half_done(settings, registry, store, transcript):
-    failures = await play(settings, registry, transcript, [
-        to_lab({"say": "Lab."}),
-        {"user": "charge me 7", "llm": [{"tools": [{"charge": {"amount": "7.00", "seconds": 0.2}}]}, {"say": "Charged."}]},
-        {"interrupt": {"after": 0.0}},
-        {"user": "hello?", "llm": [{"say": "Still here."}]},
-    ])
+async def test_interrupt_at_the_very_start_of_critical_work_leaves_nothing_half_done(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "charge me 7",
+                "llm": [
+                    {"tools": [{"charge": {"amount": "7.00", "seconds": 0.2}}]},
+                    {"say": "Charged."},
+                ],
+            },
+            {"interrupt": {"after": 0.0}},
+            {"user": "hello?", "llm": [{"say": "Still here."}]},
+        ],
+    )
     assert failures == []
     rows = await store.list(caller="alice", tool="charge")
     # Either the interruption came first (nothing started) or it was refused (charged once).

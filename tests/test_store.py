@@ -146,3 +146,32 @@ async def test_sqlite_pragmas(store: TaskStore):
         fk = (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar()
         busy = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
     assert (mode, fk) == ("wal", 1) and busy >= 5000
+
+
+async def test_stats_counts_and_medians_in_sql(store: TaskStore):
+    durations = {"search": [1.0, 3.0, 2.0], "billing": [5.0]}
+    for dept, secs in durations.items():
+        for s in secs:
+            t = await store.create(
+                caller="c", tool="t", pattern="interruptible", status="running", department=dept
+            )
+            started = utcnow()
+            await store.transition(
+                t.id, "succeeded", started_at=started, finished_at=started + timedelta(seconds=s)
+            )
+    failed = await store.create(caller="c", tool="t", pattern="background", department="search")
+    await store.transition(failed.id, "failed", error="x")  # never started: counted, not timed
+    await store.create(
+        caller="c", tool="t", pattern="background", department="search"
+    )  # queued: not counted
+    rows = {(r["department"], r["status"]): r for r in await store.stats()}
+    assert set(rows) == {("billing", "succeeded"), ("search", "succeeded"), ("search", "failed")}
+    assert rows[("search", "succeeded")]["count"] == 3
+    assert abs(rows[("search", "succeeded")]["median_seconds"] - 2.0) < 0.01
+    assert abs(rows[("billing", "succeeded")]["median_seconds"] - 5.0) < 0.01
+    assert rows[("search", "failed")] == {
+        "department": "search",
+        "status": "failed",
+        "count": 1,
+        "median_seconds": None,
+    }

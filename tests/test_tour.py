@@ -13,11 +13,24 @@ FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
 
 def test_demo_tour(tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path}/demo.db"
-    env = {**os.environ, "FRONTDESK_LOAD_PLUGINS": "", "FRONTDESK_REPORTS_PATH": str(tmp_path / "reports")}
-    out = subprocess.run([*FRONTDESK, "demo", "--db", db], capture_output=True, text=True, timeout=180, env=env)
+    env = {
+        **os.environ,
+        "FRONTDESK_LOAD_PLUGINS": "",
+        "FRONTDESK_REPORTS_PATH": str(tmp_path / "reports"),
+    }
+    out = subprocess.run(
+        [*FRONTDESK, "demo", "--db", db], capture_output=True, text=True, timeout=180, env=env
+    )
     assert out.returncode == 0, out.stderr + out.stdout[-3000:]
     assert "handoff triage → search" in out.stdout and "report file:" in out.stdout
-    rows = json.loads(subprocess.run([*FRONTDESK, "tasks", "list", "--json", "--db", db], capture_output=True, text=True, env=env).stdout)
+    rows = json.loads(
+        subprocess.run(
+            [*FRONTDESK, "tasks", "list", "--json", "--db", db],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+    )
     by_tool: dict[str, list] = {}
     for r in reversed(rows):
         by_tool.setdefault(r["tool"], []).append(r)
@@ -26,7 +39,9 @@ def test_demo_tour(tmp_path):
     paid = [r for r in by_tool["pay_invoice"] if r["args"]["confirmed"]]
     assert len(paid) == 1 and paid[0]["status"] == "succeeded"  # the retry did not charge again
     reports = by_tool["generate_report"]
-    assert [r["status"] for r in reports] == ["succeeded", "succeeded"] and all(r["delivered_at"] for r in reports)
+    assert [r["status"] for r in reports] == ["succeeded", "succeeded"] and all(
+        r["delivered_at"] for r in reports
+    )
     for r in reports:
         for path in r["result"]["files"].values():
             assert Path(path).exists()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import socket
 from unittest.mock import AsyncMock, create_autospec
 
@@ -248,10 +247,21 @@ async def test_real_start_call_binds_the_room_and_keeps_the_ack_cache(tmp_path):
     session = RecordingSession(llm=llm)
     room, options, acks = object(), object(), object()
     try:
-        runtime = await start_call(session, store=store, registry=host.load(settings), settings=settings,
-                                   caller="+15550100", session_id="job-1", room=room, room_options=options, acks=acks)
+        runtime = await start_call(
+            session,
+            store=store,
+            registry=host.load(settings),
+            settings=settings,
+            caller="+15550100",
+            session_id="job-1",
+            room=room,
+            room_options=options,
+            acks=acks,
+        )
         assert RecordingSession.started_with == {"room": room, "room_options": options}
-        assert runtime.acks is acks and runtime.caller == "+15550100" and runtime.current == "triage"
+        assert (
+            runtime.acks is acks and runtime.caller == "+15550100" and runtime.current == "triage"
+        )
         assert (await store.get_call("job-1"))["caller"] == "+15550100"
         await runtime.shutdown()
     finally:
