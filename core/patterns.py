@@ -25,7 +25,6 @@ from frontdesk.core.recording import (
     RESTART,
     invalid_input_sentence,
     job_args_problem,
-    mask_secrets,
     record,
     stored_args,
     stored_error,
@@ -165,30 +164,38 @@ async def run_tool(
         except RuntimeError:
             log.info("%s not started: the caller interrupted before it began", spec.name)
             return None
-    try:
-        stable_key, row_key, prior = await idempotency(runtime, spec, args)
-        if prior:
-            replay = await _replay(runtime, spec, prior)
-            if replay is not None:
-                return replay
-        if spec.pattern == "background":
+    # The same critical call twice at once (an LLM can emit duplicate parallel calls) must
+    # not race past the idempotency check: the second waits and is answered from the first.
+    same_call = (
+        runtime.critical_lock(_digest(runtime.caller, spec.name, args))
+        if spec.pattern == "critical"
+        else contextlib.nullcontext()
+    )
+    async with same_call:
+        try:
+            stable_key, row_key, prior = await idempotency(runtime, spec, args)
+            if prior:
+                replay = await _replay(runtime, spec, prior)
+                if replay is not None:
+                    return replay
+            if spec.pattern == "background":
+                row = await store.create(
+                    **common, status="queued", args=args, note="queued for the runner"
+                )
+                return background_ack(spec, row)
             row = await store.create(
-                **common, status="queued", args=args, note="queued for the runner"
+                **common,
+                status="running",
+                args=spec.redact(args),
+                idempotency_key=row_key or None,
+                lease_owner=runtime.owner,
+                lease_seconds=runtime.settings.job_lease_seconds,
             )
-            return background_ack(spec, row)
-        row = await store.create(
-            **common,
-            status="running",
-            args=mask_secrets(spec.redact(args)),
-            idempotency_key=row_key or None,
-            lease_owner=runtime.owner,
-            lease_seconds=runtime.settings.job_lease_seconds,
-        )
-    except llm.ToolError:
-        raise
-    except Exception:
-        log.exception("task store unavailable for %s", spec.name)
-        raise llm.ToolError(STORE_DOWN) from None
+        except llm.ToolError:
+            raise
+        except Exception:
+            log.exception("task store unavailable for %s", spec.name)
+            raise llm.ToolError(STORE_DOWN) from None
 
     ctx = ToolContext(
         caller=runtime.caller,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 import stamina
@@ -39,17 +38,11 @@ CARD_IN_JOB = (
     "Please ask again without the card number."
 )
 JOB_TOO_BIG = "That request is too long for me to take. Could you say it more briefly?"
-# A security code is 3-4 digits, indistinguishable from any number unless it is named, so it
-# is masked where the text names it ("cvv 123", "security code: 1234"); a parameter that holds
-# one should be declared sensitive=, which hides it whatever its shape.
-_CVV_RE = re.compile(r"(?i)\b(cvv2?|cvc2?|cid|csc|security code)(\W{0,3})(\d{3,4})\b")
-
-
 def mask_secrets(value: Any) -> Any:
     """Card numbers (all but the last four digits) and named security codes masked, in a
-    string or anywhere inside JSON-like data."""
+    string or anywhere inside JSON-like data, without the length cap of ``ToolSpec.redact``."""
     if isinstance(value, str):
-        return _CVV_RE.sub(lambda m: f"{m[1]}{m[2]}***", mask_cards(value))
+        return mask_cards(value)
     if isinstance(value, dict):
         return {k: mask_secrets(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -68,6 +68,7 @@ class CallRuntime:
         self._background: set[asyncio.Task[Any]] = set()
         self._delivering: set[int] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._critical_locks: dict[str, asyncio.Lock] = {}
         self._closed = False
 
     # -- departments and handoffs -----------------------------------------------------------
@@ -201,6 +202,9 @@ class CallRuntime:
 
     def track(self, task_id: int, spec: ToolSpec, work: asyncio.Future[Any]) -> None:
         self.inflight[task_id] = (spec, work)
+
+    def critical_lock(self, digest: str) -> asyncio.Lock:
+        return self._critical_locks.setdefault(digest, asyncio.Lock())
 
     def untrack(self, task_id: int) -> None:
         self.inflight.pop(task_id, None)

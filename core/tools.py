@@ -171,9 +171,16 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
+# A security code is 3-4 digits, indistinguishable from any number unless it is named, so it
+# is masked where the text names it ("cvv 123", "security code: 1234"); a parameter that holds
+# one should be declared sensitive=, which hides it whatever its shape.
+_CVV_RE = re.compile(r"(?i)\b(cvv2?|cvc2?|cid|csc|security code)(\W{0,3})(\d{3,4})\b")
+
+
 def mask_cards(text: str) -> str:
-    """Mask card-like digit runs, keeping the last four."""
-    return _CARD_RE.sub(lambda m: "****" + re.sub(r"\D", "", m.group())[-4:], text)
+    """Mask card-like digit runs, keeping the last four, and named security codes."""
+    text = _CARD_RE.sub(lambda m: "****" + re.sub(r"\D", "", m.group())[-4:], text)
+    return _CVV_RE.sub(lambda m: f"{m[1]}{m[2]}***", text)
 
 
 def _scrub(value: Any) -> Any:

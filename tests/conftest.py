@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -113,3 +114,26 @@ class Transcript(list):
 @pytest.fixture
 def transcript() -> Transcript:
     return Transcript()
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Fail the test on any DNS lookup or TCP connect, even one a library would swallow
+    (LiveKit prewarms provider connections in the background and ignores errors)."""
+    attempts: list[object] = []
+    real_connect = socket.socket.connect
+
+    def getaddrinfo(host, *args, **kwargs):
+        attempts.append(host)
+        raise OSError(f"network disabled in tests: {host}")
+
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            attempts.append(address)
+            raise OSError(f"network disabled in tests: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    yield attempts
+    assert not attempts, f"the test tried to reach the network: {attempts}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket
 import struct
 
 import pytest
@@ -13,6 +12,8 @@ from livekit.agents import APIConnectOptions, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
 from frontdesk.core.acks import AckCache, default_cache_dir, voice_of
+
+pytestmark = pytest.mark.usefixtures("no_network")
 
 RATE = 16000
 
@@ -198,26 +199,3 @@ async def test_plays_in_a_real_session(tmp_path):
 def _no_home_cache(monkeypatch, tmp_path):
     # Nothing here may write to the real ~/.cache.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-default"))
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Fail the test on any DNS lookup or TCP connect, even one a library would swallow
-    (LiveKit prewarms provider connections in the background and ignores errors)."""
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def getaddrinfo(host, *args, **kwargs):
-        attempts.append(host)
-        raise OSError(f"network disabled in tests: {host}")
-
-    def connect(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(address)
-            raise OSError(f"network disabled in tests: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    yield attempts
-    assert not attempts, f"the test tried to reach the network: {attempts}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
@@ -13,6 +12,8 @@ from typer.testing import CliRunner
 
 from frontdesk.core import cli_voice, worker
 from frontdesk.core.cli_voice import mask_url
+
+pytestmark = pytest.mark.usefixtures("no_network")
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-SECRET123",
@@ -232,26 +233,3 @@ def test_start_no_runner_and_dev(app, no_worker):
     assert no_worker[-1]["dev"] is True and no_worker[-1]["log_format"] == "colored"
     assert no_worker[-1]["server"]._agent_name == ""  # automatic dispatch
     assert len(FakeRunnerThread.instances) == 1
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Fail the test on any DNS lookup or TCP connect, even one a library would swallow
-    (LiveKit prewarms provider connections in the background and ignores errors)."""
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def getaddrinfo(host, *args, **kwargs):
-        attempts.append(host)
-        raise OSError(f"network disabled in tests: {host}")
-
-    def connect(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(address)
-            raise OSError(f"network disabled in tests: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    yield attempts
-    assert not attempts, f"the test tried to reach the network: {attempts}"

@@ -288,3 +288,33 @@ async def test_interrupt_at_the_very_start_of_critical_work_leaves_nothing_half_
     assert len(rows) == kit.calls.get("charge", 0) <= 1
     assert all(t.status == "succeeded" for t in rows)
     assert ("lab", "Still here.") in transcript.said()
+
+
+async def test_duplicate_parallel_critical_calls_run_once(settings, registry, store, transcript):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "charge me 9",
+                "llm": [
+                    {
+                        "tools": [
+                            {"charge": {"amount": "9.00", "seconds": 0.3}},
+                            {"charge": {"amount": "9.00", "seconds": 0.3}},
+                        ]
+                    },
+                    {"say": "Charged once."},
+                ],
+            },
+        ],
+    )
+    assert failures == []
+    assert kit.calls["charge"] == 1
+    rows = await store.list(caller="alice", tool="charge")
+    assert [t.status for t in rows] == ["succeeded"]
+    outputs = [e for e in transcript.of("tool_output") if e["name"] == "charge"]
+    assert len(outputs) == 2 and not any(o["is_error"] for o in outputs)
+    assert outputs[0]["output"] == outputs[1]["output"]

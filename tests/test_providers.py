@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from frontdesk.core import providers
 from frontdesk.core.errors import ConfigError
 from frontdesk.core.settings import Settings
+
+pytestmark = pytest.mark.usefixtures("no_network")
 
 ALL_KEYS = (
     "OPENAI_API_KEY",
@@ -19,29 +19,6 @@ ALL_KEYS = (
     "GOOGLE_GENAI_USE_VERTEXAI",
     "GOOGLE_CLOUD_PROJECT",
 )
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Fail the test on any DNS lookup or TCP connect, even one a library would swallow
-    (LiveKit prewarms provider connections in the background and ignores errors)."""
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def getaddrinfo(host, *args, **kwargs):
-        attempts.append(host)
-        raise OSError(f"network disabled in tests: {host}")
-
-    def connect(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(address)
-            raise OSError(f"network disabled in tests: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    yield attempts
-    assert not attempts, f"the test tried to reach the network: {attempts}"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from unittest.mock import AsyncMock, create_autospec
 
 import pytest
@@ -17,6 +16,8 @@ from frontdesk.core.followups import FollowupWatcher
 from frontdesk.core.rpc import METHOD_CANCEL, METHOD_TASKS
 from frontdesk.db.store import TaskStore
 
+pytestmark = pytest.mark.usefixtures("no_network")
+
 VOICE_VARS = (
     "OPENAI_API_KEY",
     "GOOGLE_API_KEY",
@@ -24,29 +25,6 @@ VOICE_VARS = (
     "DEEPGRAM_API_KEY",
     "ELEVEN_API_KEY",
 )
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Fail the test on any DNS lookup or TCP connect, even one a library would swallow
-    (LiveKit prewarms provider connections in the background and ignores errors)."""
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def getaddrinfo(host, *args, **kwargs):
-        attempts.append(host)
-        raise OSError(f"network disabled in tests: {host}")
-
-    def connect(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(address)
-            raise OSError(f"network disabled in tests: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    yield attempts
-    assert not attempts, f"the test tried to reach the network: {attempts}"
 
 
 @pytest.fixture
