@@ -16,6 +16,7 @@ from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any
 
+import stamina
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -30,7 +31,7 @@ from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
-from frontdesk.db.writer import GroupWriter, RawWrite
+from frontdesk.db.writer import GroupWriter, RawWrite, is_transient
 
 tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
@@ -110,8 +111,14 @@ class TaskStore(TaskQueries, CallLog):
         return store
 
     async def ensure_schema(self) -> None:
-        """Bring the schema to the head; a cheap read when it already is."""
-        await ensure_schema(self.write_engine, check=self.read_engine)
+        """Bring the schema to the head; a cheap read when it already is. Processes that
+        open a fresh SQLite file together can meet its first writer's locks (switching to
+        WAL, migrating) where the busy timeout does not apply, so "locked" is retried."""
+        async for attempt in stamina.retry_context(
+            on=is_transient, attempts=10, timeout=60.0, wait_initial=0.05, wait_max=2.0
+        ):
+            with attempt:
+                await ensure_schema(self.write_engine, check=self.read_engine)
 
     @property
     def dialect(self) -> str:

@@ -35,7 +35,7 @@ LINGER_SECONDS = 0.25
 _RETRY_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 
 
-def _is_transient(exc: Exception) -> bool:
+def is_transient(exc: Exception) -> bool:
     if not isinstance(exc, DBAPIError) or exc.connection_invalidated:
         # A dropped connection is not retried: the commit may have landed before the drop.
         return False
@@ -178,11 +178,11 @@ class GroupWriter:
         try:
             return await self._attempt(batch, events)
         except Exception as exc:
-            if not _is_transient(exc):
+            if not is_transient(exc):
                 raise
         return await self._retry(batch, events)
 
-    @stamina.retry(on=_is_transient, attempts=7, timeout=30.0, wait_initial=0.02, wait_max=1.0)
+    @stamina.retry(on=is_transient, attempts=7, timeout=30.0, wait_initial=0.02, wait_max=1.0)
     async def _retry(self, batch: list[_Item], events: list[Any]) -> list[Any]:
         return await self._attempt(batch, events)
 
@@ -214,7 +214,7 @@ class GroupWriter:
         try:
             return await driver._execute(fn, driver._conn, *args)
         except sqlite3.Error as exc:
-            # Wrapped as SQLAlchemy wraps it, so callers and _is_transient see one error type
+            # Wrapped as SQLAlchemy wraps it, so callers and is_transient see one error type
             # (IntegrityError, OperationalError "database is locked", ...) on either path.
             raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
 
