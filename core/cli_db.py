@@ -26,9 +26,15 @@ async def _with_conn(url: str, fn: Any, *args: Any) -> Any:
 
         if isinstance(exc, FrontdeskError):
             raise
-        raise FrontdeskError(f"database {url!r}: {exc.__class__.__name__}: {exc}") from None
+        from frontdesk.db.engine import mask_url
+
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise FrontdeskError(f"database {mask_url(url)}: {reason}") from None
     finally:
         await engine.dispose()
+        from frontdesk.db.engine import settle_driver_threads
+
+        await settle_driver_threads()
 
 
 def _url(db: str | None) -> str:

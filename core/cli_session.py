@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from frontdesk.core.cli import fail, run_async
+from frontdesk.core.cli import fail, operator_errors, run_async
 from frontdesk.core.settings import Settings
 
 TOUR = Path(__file__).resolve().parent.parent / "examples" / "calls" / "tour.yaml"
@@ -36,6 +36,7 @@ def _quiet_logs() -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
+@operator_errors
 def simulate(
     scenarios: list[Path] = typer.Argument(..., help="Scenario YAML files, run concurrently."),
     as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
@@ -85,6 +86,7 @@ def _run(
     return run_async(run_sim(loaded, settings, registry, emit, callers=callers, runner=runner))
 
 
+@operator_errors
 def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
     """Simulate the bundled tour: every department, a hang-up and a follow-up."""
     from frontdesk.core.scenario import load_scenario
@@ -127,6 +129,7 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
         raise typer.Exit(1)
 
 
+@operator_errors
 def runner(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
     """Run the background-job runner on its own (scale out beside the workers)."""
     _quiet_logs()
@@ -155,6 +158,7 @@ async def run_runner(settings: Settings) -> None:
         await store.close()
 
 
+@operator_errors
 def console(
     caller: str = typer.Option("guest", "--caller", help="Who is calling (history follows them)."),
     db: str | None = typer.Option(None, "--db", help="Database URL."),

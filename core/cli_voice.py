@@ -22,6 +22,7 @@ from frontdesk.core import providers
 from frontdesk.core.cli import fail, run_async
 from frontdesk.core.errors import ConfigError, FrontdeskError
 from frontdesk.core.settings import Settings
+from frontdesk.db.engine import mask_url
 
 DB_TIMEOUT_SECONDS = 5.0
 SECRET_VARS = (
@@ -38,21 +39,6 @@ def register(app: typer.Typer) -> None:
 
 
 # -- doctor ---------------------------------------------------------------------------------
-
-
-def mask_url(url: str) -> str:
-    """The database URL with its password (and any secret-looking query value) hidden."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-    except Exception:
-        return "<unparseable URL>"
-    query = {
-        k: ("***" if any(s in k.lower() for s in ("pass", "secret", "token", "key")) else v)
-        for k, v in parsed.query.items()
-    }
-    return parsed.set(query=query).render_as_string(hide_password=True)
 
 
 def _scrub(text: str, secrets: list[str]) -> str:

@@ -20,6 +20,10 @@ SIP_PHONE_ATTRIBUTE = "sip.phoneNumber"
 PARTICIPANT_KIND_SIP = 3
 
 _PHONE_NOISE = re.compile(r"[\s\-().]")
+_PHONE = re.compile(r"^\+?\d{6,15}$")
+# What carriers and SIP providers send for a withheld number (Twilio's anonymous, restricted,
+# unavailable and blocked). Keying callers by these would pool every hidden caller together.
+_PLACEHOLDER_NUMBERS = {"+266696687", "+7378742833", "+8656696", "+2562533"}
 
 
 def normalize_phone(raw: str) -> str:
@@ -39,13 +43,19 @@ def is_sip(participant: Any) -> bool:
 def caller_identity(participant: Any) -> str:
     """The caller key for a (remote) participant.
 
-    SIP participants with a number are keyed by it; a SIP caller who hides their number, and
-    every other participant, by their identity."""
+    SIP participants with a number are keyed by it. A SIP caller who withholds their number
+    ("anonymous", "Restricted", a carrier's placeholder) is keyed to this call alone: sharing
+    one key would let hidden callers hear each other's results. Everyone else is keyed by
+    their identity."""
     if is_sip(participant):
         attributes = getattr(participant, "attributes", None) or {}
         phone = normalize_phone(str(attributes.get(SIP_PHONE_ATTRIBUTE) or ""))
-        if phone:
+        if _PHONE.match(phone) and phone not in _PLACEHOLDER_NUMBERS:
             return phone
+        call = getattr(participant, "sid", "") or attributes.get("sip.callID") or ""
+        if not call:
+            raise ValueError("SIP participant with a withheld number and no call id")
+        return f"sip-withheld:{call}"
     identity = getattr(participant, "identity", "") or ""
     if not identity:
         raise ValueError("participant has no identity")

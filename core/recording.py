@@ -38,6 +38,8 @@ CARD_IN_JOB = (
     "Please ask again without the card number."
 )
 JOB_TOO_BIG = "That request is too long for me to take. Could you say it more briefly?"
+
+
 def mask_secrets(value: Any) -> Any:
     """Card numbers (all but the last four digits) and named security codes masked, in a
     string or anywhere inside JSON-like data, without the length cap of ``ToolSpec.redact``."""

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 from sqlalchemy import event, text
@@ -18,13 +20,27 @@ from frontdesk.core.errors import ConfigError
 BUSY_TIMEOUT_MS = 10_000
 
 
+def mask_url(url: str) -> str:
+    """The database URL with its password (and any secret-looking query value) hidden: the
+    only form of it that goes into messages and logs."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return "<unparseable URL>"
+    query = {
+        k: ("***" if any(s in k.lower() for s in ("pass", "secret", "token", "key")) else v)
+        for k, v in parsed.query.items()
+    }
+    return parsed.set(query=query).render_as_string(hide_password=True)
+
+
 def parse_url(url: str) -> URL:
     """A database URL with an async driver, or a ``ConfigError`` that says what is wrong."""
     try:
         parsed = make_url(url)
     except ArgumentError:
         raise ConfigError(
-            f"malformed database URL {url!r}; expected e.g. sqlite+aiosqlite:///frontdesk.db "
+            "malformed database URL; expected e.g. sqlite+aiosqlite:///frontdesk.db "
             "or postgresql+asyncpg://user@host/db"
         ) from None
     backend = parsed.get_backend_name()
@@ -32,7 +48,9 @@ def parse_url(url: str) -> URL:
         return parsed.set(drivername="sqlite+aiosqlite")
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+asyncpg")
-    raise ConfigError(f"unsupported database {backend!r} in {url!r}; use sqlite or postgresql")
+    raise ConfigError(
+        f"unsupported database {backend!r} in {mask_url(url)}; use sqlite or postgresql"
+    )
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:
@@ -103,3 +121,14 @@ async def current_revision(conn: AsyncConnection) -> str | None:
         return sync_conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
     return await conn.run_sync(read)
+
+
+async def settle_driver_threads(timeout: float = 1.0) -> None:
+    """aiosqlite stops a failed connection's thread by posting back to the event loop; if a
+    CLI closes its loop first, that thread prints a traceback under our one-line error."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline and any(
+        "_connection_worker_thread" in t.name for t in threading.enumerate()
+    ):
+        await asyncio.sleep(0.01)

@@ -24,7 +24,7 @@ from sqlalchemy.sql import ClauseElement
 
 from frontdesk.core.errors import FrontdeskError
 from frontdesk.db.calls import CallLog
-from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite
+from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite, settle_driver_threads
 from frontdesk.db.hotpath import Condition, HotSql
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
@@ -101,6 +101,7 @@ class TaskStore(TaskQueries, CallLog):
             await store.ensure_schema()
         except (SQLAlchemyError, OSError) as exc:
             await store.close()
+            await settle_driver_threads()
             reason = getattr(exc, "orig", None) or exc
             raise StoreUnavailable(
                 f"cannot open database {store.read_engine.url.render_as_string(hide_password=True)}: {reason}"

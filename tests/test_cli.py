@@ -103,12 +103,20 @@ def test_bad_input_gets_one_line_and_exit_2(db_url, args, message):
 
 
 @pytest.mark.parametrize(
-    "url", ["not a url", "mysql://x/y", "sqlite+aiosqlite:////nonexistent-dir/x/y.db"]
+    "url",
+    [
+        "not a url",
+        "mysql://bob:hunter22@db/y",
+        "sqlite+aiosqlite:////nonexistent-dir/x/y.db",
+        "postgresql+asyncpg://bob:hunter22@127.0.0.1:1/nope",
+    ],
 )
-def test_bad_database_url(url):
-    out = run("tasks", "list", "--db", url)
+@pytest.mark.parametrize("command", [["tasks", "list"], ["demo"], ["runner"], ["db", "current"]])
+def test_bad_database_url(url, command):
+    out = run(*command, "--db", url)
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert "hunter22" not in out.stderr + out.stdout
 
 
 def test_unreadable_scenario(tmp_path, db_url):

@@ -18,8 +18,10 @@ STANDARD = rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD
 SIP = rtc.ParticipantKind.PARTICIPANT_KIND_SIP
 
 
-def participant(identity: str, kind: int = STANDARD, **attributes: str) -> SimpleNamespace:
-    return SimpleNamespace(identity=identity, kind=kind, attributes=attributes)
+def participant(
+    identity: str, kind: int = STANDARD, sid: str = "PA_1", **attributes: str
+) -> SimpleNamespace:
+    return SimpleNamespace(identity=identity, kind=kind, sid=sid, attributes=attributes)
 
 
 def test_sip_kind_constant_matches_livekit():
@@ -44,11 +46,16 @@ def test_same_person_same_key_across_calls():
     assert caller_identity(first) == caller_identity(second) == "+15550100199"
 
 
-def test_hidden_number_falls_back_to_identity():
-    assert caller_identity(participant("sip_anon", SIP)) == "sip_anon"
-    assert (
-        caller_identity(participant("sip_anon", SIP, **{SIP_PHONE_ATTRIBUTE: "  "})) == "sip_anon"
-    )
+@pytest.mark.parametrize(
+    "withheld",
+    ["", "  ", "anonymous", "sip:anonymous@anonymous.invalid", "Restricted", "+266696687"],
+)
+def test_withheld_numbers_are_keyed_to_the_call_alone(withheld):
+    # Hidden callers must never share a key: they would hear each other's results.
+    first = participant("sip_anon", SIP, sid="PA_a", **{SIP_PHONE_ATTRIBUTE: withheld})
+    second = participant("sip_anon", SIP, sid="PA_b", **{SIP_PHONE_ATTRIBUTE: withheld})
+    assert caller_identity(first) == "sip-withheld:PA_a"
+    assert caller_identity(second) == "sip-withheld:PA_b"
 
 
 def test_phone_attribute_is_not_trusted_from_a_non_sip_participant():
