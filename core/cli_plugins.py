@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -133,12 +134,19 @@ def _plugin_names() -> set[str]:
 
 
 def _package_of(name: str) -> str | None:
-    """The distribution to uninstall: the one behind plugin ``name``, else a package by name."""
+    """The distribution to uninstall: the one behind plugin ``name``, or a package of that
+    name that provides a frontdesk plugin. Never any other package: `plugins uninstall
+    sqlalchemy` must not take a dependency away."""
+    plugin_dists = {}
     for ep in entry_points(group="frontdesk"):
         dist = getattr(ep, "dist", None)
-        if ep.name == name and dist is not None:
+        if dist is None:
+            continue
+        if ep.name == name:
             return str(dist.name)
-    try:
-        return str(distribution(name).metadata["Name"])
-    except PackageNotFoundError:
-        return None
+        plugin_dists[_canonical(str(dist.name))] = str(dist.name)
+    return plugin_dists.get(_canonical(name))
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

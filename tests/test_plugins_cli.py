@@ -107,3 +107,9 @@ def test_the_plugins_command_module_does_not_import_livekit():
         "assert not [m for m in sys.modules if m.split('.')[0] == 'livekit'], 'livekit imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", ["sqlalchemy", "typer", "livekit-agents"])
+def test_uninstall_never_removes_a_package_that_is_not_a_plugin(name, pip_calls):
+    result = run("uninstall", name)
+    assert result.exit_code == 2 and pip_calls == []
