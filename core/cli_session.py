@@ -142,20 +142,13 @@ async def run_runner(settings: Settings) -> None:
     import signal
 
     from frontdesk.core import host
-    from frontdesk.core.runner import Runner
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core.runner import serve
 
-    registry = host.load(settings)
-    store = await TaskStore.open(settings.database_url)
-    store.observers.append(registry.observe)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await Runner(store, registry, settings).run(stop)
-    finally:
-        await store.close()
+    await serve(settings, host.load(settings), stop)
 
 
 @operator_errors

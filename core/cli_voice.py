@@ -306,7 +306,10 @@ def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_f
     runner = None
     if not no_runner:
         runner = worker.RunnerThread(settings)
-        runner.start()
+        try:
+            runner.start()
+        except FrontdeskError as exc:
+            raise fail(str(exc)) from None
     try:
         worker.run_server(server, dev=dev, log_level=log_level.upper(), log_format=log_format)
     finally:

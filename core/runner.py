@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -257,3 +258,23 @@ class Runner:
         )
         if done is None:
             log.info("job %s was cancelled or reclaimed before it finished here", job.id)
+
+
+async def serve(
+    settings: Settings,
+    registry: Registry,
+    stop: asyncio.Event,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """Open the store, run a Runner until ``stop``, close. ``ready`` is called once the store
+    is open, so an embedder can tell a database that cannot be opened from a running runner.
+    Used by `frontdesk runner` and the runner `frontdesk start` embeds."""
+    store = await TaskStore.open(settings.database_url)
+    store.observers.append(registry.observe)
+    if ready is not None:
+        ready()
+    try:
+        await Runner(store, registry, settings).run(stop)
+    finally:
+        await registry.drain(2.0)
+        await store.close()

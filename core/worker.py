@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frontdesk.core import providers
+from frontdesk.core.errors import FrontdeskError
 from frontdesk.core.identity import caller_identity
 from frontdesk.core.settings import Settings
 
@@ -244,7 +245,10 @@ class RunnerThread:
             self.registry = host.load(self.settings)
         self._thread = threading.Thread(target=self._main, name="frontdesk-runner", daemon=True)
         self._thread.start()
-        self._ready.wait(10)
+        self._ready.wait(60)
+        if self.error is not None:
+            # A worker whose background jobs would never run must not start taking calls.
+            raise FrontdeskError(f"background runner could not start: {self.error}")
 
     def _main(self) -> None:
         try:
@@ -256,20 +260,12 @@ class RunnerThread:
             self._ready.set()
 
     async def _run(self) -> None:
-        from frontdesk.db.store import TaskStore
+        from frontdesk.core.runner import serve
 
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        self._ready.set()
-        store = await TaskStore.open(self.settings.database_url)
         assert self.registry is not None
-        store.observers.append(self.registry.observe)
-        try:
-            from frontdesk.core.runner import Runner
-
-            await Runner(store, self.registry, self.settings).run(self._stop)
-        finally:
-            await store.close()
+        await serve(self.settings, self.registry, self._stop, ready=self._ready.set)
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Ask the runner to stop (it gives leases back) and wait; True if it ended."""

@@ -271,3 +271,14 @@ async def test_runner_thread_runs_background_jobs_and_stops(settings, registry, 
         stopped = await asyncio.to_thread(runner.stop, 10)
     assert stopped and runner.error is None
     assert (await store.get(job.id)).status == "succeeded"
+
+
+def test_runner_thread_that_cannot_open_the_database_refuses_to_start(tmp_path):
+    from frontdesk.core.errors import FrontdeskError
+    from frontdesk.core.settings import Settings
+
+    bad = Settings(database_url="sqlite+aiosqlite:////nonexistent-dir/x/y.db", load_plugins="")
+    runner = worker.RunnerThread(bad)
+    with pytest.raises(FrontdeskError, match="background runner could not start"):
+        runner.start()
+    assert runner.stop(timeout=5)
