@@ -86,21 +86,9 @@ def cancel(task_id: int, db: str | None = DbOption) -> None:
     """Cancel a queued or running background job (critical work cannot be cancelled)."""
 
     async def go() -> str:
-        from frontdesk.core.errors import FrontdeskError
-
         store = await _store(db)
         try:
-            task = await store.get(task_id)
-            if task.pattern != "background":
-                raise FrontdeskError(
-                    f"task {task_id} is {task.pattern}; only background jobs can be cancelled"
-                )
-            if task.finished:
-                raise FrontdeskError(f"task {task_id} already {task.status}")
-            done = await store.transition(task_id, "cancelled", note="cancelled by operator")
-            if done is None:
-                raise FrontdeskError(f"task {task_id} finished before it could be cancelled")
-            return done.status
+            return (await store.cancel(task_id, by="operator")).status
         finally:
             await store.close()
 

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 
 from frontdesk.core.errors import TaskNotFound
-from frontdesk.db.models import FINISHED
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
-from frontdesk.db.store import TaskEvent
+from frontdesk.db.store import NotCancellable, TaskEvent
 
 if TYPE_CHECKING:
     from frontdesk.db.store import Task, TaskStore
@@ -309,37 +308,21 @@ class TaskRpc:
         if not isinstance(task_id, int) or isinstance(task_id, bool):
             raise _rpc_error(BAD_REQUEST, "task_id must be an integer")
         try:
-            task = await self.store.get(task_id, caller=self.caller)
+            done = await self.store.cancel(task_id, by="the caller's app", caller=self.caller)
         except TaskNotFound:
             raise _rpc_error(NOT_FOUND, f"task {task_id} not found", task_id=task_id) from None
-        if task.pattern == "critical":
-            raise _rpc_error(
-                FORBIDDEN, f"task {task_id} is critical and cannot be cancelled", task_id=task_id
-            )
-        if task.pattern != "background":
-            raise _rpc_error(
-                FORBIDDEN,
-                f"task {task_id} is {task.pattern}; only background jobs can be cancelled",
-                task_id=task_id,
-            )
-        if task.status in FINISHED:
-            raise _rpc_error(
-                CONFLICT,
-                f"task {task_id} already {task.status}",
-                task_id=task_id,
-                status=task.status,
-            )
-        done = await self.store.transition(
-            task_id, "cancelled", note="cancelled by the caller's app"
-        )
-        if done is None:
-            current = await self.store.get(task_id, caller=self.caller)
-            raise _rpc_error(
-                CONFLICT,
-                f"task {task_id} already {current.status}",
-                task_id=task_id,
-                status=current.status,
-            )
+        except NotCancellable as exc:
+            if exc.reason == "finished":
+                raise _rpc_error(
+                    CONFLICT, str(exc), task_id=task_id, status=exc.task.status
+                ) from None
+            if exc.task.pattern == "critical":
+                raise _rpc_error(
+                    FORBIDDEN,
+                    f"task {task_id} is critical and cannot be cancelled",
+                    task_id=task_id,
+                ) from None
+            raise _rpc_error(FORBIDDEN, str(exc), task_id=task_id) from None
         return json.dumps({"v": PAYLOAD_VERSION, "task_id": task_id, "status": done.status})
 
     # -- lifecycle ------------------------------------------------------------------------

@@ -54,6 +54,19 @@ class StoreUnavailable(FrontdeskError):
     """The database cannot be reached or opened."""
 
 
+class NotCancellable(FrontdeskError):
+    """``reason`` is "not background" (only background jobs can be cancelled) or "finished"."""
+
+    def __init__(self, task: Task, reason: str) -> None:
+        self.task = task
+        self.reason = reason
+        if reason == "finished":
+            message = f"task {task.id} already {task.status}"
+        else:
+            message = f"task {task.id} is {task.pattern}; only background jobs can be cancelled"
+        super().__init__(message)
+
+
 def _hot_write(
     hot: HotSql,
     sql: str,
@@ -251,6 +264,22 @@ class TaskStore(TaskQueries, CallLog):
             return task
 
         return await self._writer.run(write)
+
+    async def cancel(self, task_id: int, *, by: str, caller: str | None = None) -> Task:
+        """Cancel a queued or running background job, the one rule behind the cancel tool,
+        `frontdesk tasks cancel` and the app's RPC. With ``caller``, another caller's task is
+        ``TaskNotFound``. Whoever cancels knows, so the task is marked delivered (no
+        follow-up); a running job's runner sees it at its next lease renewal and stops."""
+        task = await self.get(task_id, caller=caller)
+        if task.pattern != "background":
+            raise NotCancellable(task, "not background")
+        reason = f"cancelled by {by}"
+        done = await self.transition(
+            task_id, "cancelled", error=reason, note=reason, delivered_at=utcnow()
+        )
+        if done is None:
+            raise NotCancellable(await self.get(task_id), "finished")
+        return done
 
     async def set_progress(self, task_id: int, fraction: float, note: str = "") -> None:
         label = f"progress {round(fraction * 100)}%" + (f": {note}" if note else "")

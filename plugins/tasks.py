@@ -9,8 +9,7 @@ from __future__ import annotations
 from frontdesk.core import ToolContext, ToolError, hookimpl, tool
 from frontdesk.core.errors import TaskNotFound
 from frontdesk.core.followups import task_noun
-from frontdesk.db.models import utcnow
-from frontdesk.db.store import Task
+from frontdesk.db.store import NotCancellable, Task
 
 OWN_TOOLS = {"task_status", "my_tasks", "cancel_task"}
 
@@ -64,22 +63,16 @@ async def my_tasks(ctx: ToolContext) -> str:
 async def cancel_task(ctx: ToolContext, task_id: int) -> str:
     """Cancel one of the caller's background jobs (such as a report) by reference number.
     Payments and other critical work cannot be cancelled."""
-    task = await _own(ctx, task_id)
-    if task.pattern != "background":
+    try:
+        task = await ctx.store.cancel(int(task_id), by="caller", caller=ctx.caller)
+    except (TaskNotFound, ValueError, OverflowError):
+        raise ToolError(f"I couldn't find a task with reference {task_id} for you.") from None
+    except NotCancellable as exc:
+        if exc.reason == "finished":
+            raise ToolError(f"Reference {task_id} has already {exc.task.status}.") from None
         raise ToolError(
-            f"Reference {task.id} can't be cancelled; only background jobs like reports can."
-        )
-    if task.finished:
-        raise ToolError(f"Reference {task.id} has already {task.status}.")
-    done = await ctx.store.transition(
-        task.id,
-        "cancelled",
-        error="cancelled by caller",
-        note="cancelled by caller",
-        delivered_at=utcnow(),
-    )
-    if done is None:
-        raise ToolError(f"Reference {task.id} finished before I could cancel it.")
+            f"Reference {task_id} can't be cancelled; only background jobs like reports can."
+        ) from None
     return f"I've cancelled your {task_noun(task.tool)}, reference {task.id}."
 
 

@@ -214,6 +214,8 @@ async def test_cancel_own_background_job(rpc, local, store):
     row = await store.get(job.id)
     assert row.status == "cancelled"
     assert (await store.events(job.id))[-1]["note"] == "cancelled by the caller's app"
+    # they cancelled it themselves: no "your job did not complete" follow-up
+    assert row.delivered_at is not None and await store.pending_followups([ALICE]) == []
 
 
 async def test_cancel_another_callers_job_is_not_found(rpc, local, store):
