@@ -73,9 +73,7 @@ def _register_plugin_commands() -> None:
     except Exception as exc:  # the host itself never raises for a plugin, but be safe
         typer.echo(f"warning: plugins not loaded: {exc}", err=True)
         return
-    registry.add_commands(app)
-    for err in registry.errors:
-        typer.echo(f"warning: plugin {err}", err=True)
+    registry.add_commands(app)  # problems are logged by the host and shown by `plugins list`
 
 
 def main() -> None:

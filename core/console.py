@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,17 +21,30 @@ from frontdesk.core.simulate import CallDriver, Environment
 HELP = "Type to talk; /tasks lists your tasks, /quit (or Ctrl-D) hangs up."
 
 
-async def read_line(prompt: str) -> str | None:
-    def read() -> str | None:
-        try:
-            sys.stdout.write(prompt)
-            sys.stdout.flush()
-            line = sys.stdin.readline()
-        except (EOFError, KeyboardInterrupt):
-            return None
-        return line if line else None
+class _Stdin:
+    """Lines from stdin, read on a daemon thread: an executor thread blocked in readline()
+    would keep asyncio.run from exiting after Ctrl-C until the terminal sent another line."""
 
-    return await asyncio.get_running_loop().run_in_executor(None, read)
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        threading.Thread(target=self._read, name="frontdesk-stdin", daemon=True).start()
+
+    def _put(self, line: str | None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
+        except RuntimeError:  # the console already closed its loop
+            pass
+
+    def _read(self) -> None:
+        for line in sys.stdin:
+            self._put(line)
+        self._put(None)
+
+    async def read_line(self, prompt: str) -> str | None:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        return await self._lines.get()
 
 
 async def run_console(
@@ -45,10 +59,11 @@ async def run_console(
         env, Scenario(name="console", caller=caller, steps=[]), caller, emit, make_llm
     )
     env.routes[caller] = driver.emit
+    stdin = _Stdin()
     try:
         await driver.connect()
         while True:
-            line = await read_line("you> ")
+            line = await stdin.read_line("you> ")
             if line is None or line.strip() in ("/quit", "/exit"):
                 break
             text = line.strip()
