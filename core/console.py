@@ -107,10 +107,20 @@ def console_mode(settings: Settings, env: Any = None) -> tuple[str, str]:
 
 
 def run_voice_console(settings: Settings) -> None:
-    """LiveKit's own local-audio console, running our worker entrypoint."""
+    """LiveKit's own local-audio console, running our worker entrypoint, with a background
+    runner beside it as `frontdesk start` has."""
+    import os
+
     from frontdesk.core import worker
 
+    # The job process builds its settings from the environment: pass --db on that way.
+    os.environ["FRONTDESK_DATABASE_URL"] = settings.database_url
+    runner = worker.RunnerThread(settings)
+    runner.start()
     sys.argv = [sys.argv[0], "console"]
     from livekit.agents import cli
 
-    cli.run_app(worker.build_server(settings))
+    try:
+        cli.run_app(worker.build_server(settings))
+    finally:
+        runner.stop(timeout=settings.job_lease_seconds)
