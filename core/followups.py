@@ -135,7 +135,7 @@ class FollowupWatcher:
                 continue
             busy.add(id(runtime))
             self._pending.pop(task_id, None)
-            asyncio.create_task(self._deliver(runtime, task))
+            runtime.spawn(self._deliver(runtime, task))
 
     async def _deliver(self, runtime: CallRuntime, task: Any) -> None:
         try:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import traceback
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,11 @@ def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
     return f"internal error: {type(exc).__name__}", SORRY
 
 
+def stable_key(row_key: str) -> str:
+    """The logical call's key from a row's (``base`` or ``base#attempt``)."""
+    return row_key.split("#", 1)[0]
+
+
 def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
     canonical = json.dumps([caller, tool, args], sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
@@ -115,8 +121,9 @@ async def idempotency(
     if not prior:
         key = f"{digest}.{int(utcnow().timestamp())}"
         return key, key, []
-    base = (prior[-1].idempotency_key or "").split("#")[0]
-    return base, f"{base}#{len(prior) + 1}", prior
+    base = stable_key(prior[-1].idempotency_key or "")
+    # Only unique: the number of earlier attempts would repeat once the oldest leaves the window.
+    return base, f"{base}#{uuid.uuid4().hex[:12]}", prior
 
 
 async def run_tool(
@@ -140,7 +147,7 @@ async def run_tool(
         sentence = invalid_input_sentence(spec, str(exc))
         # Bad input still leaves a trace: a failed row saying what was wrong. It is written
         # under a lease, so a crash between the two writes cannot leave it running for ever.
-        with contextlib.suppress(Exception):
+        try:
             row = await store.create(
                 **common,
                 status="running",
@@ -148,13 +155,17 @@ async def run_tool(
                 lease_owner=runtime.owner,
                 lease_seconds=runtime.settings.job_lease_seconds,
             )
-            await store.transition(
+            await _close(
+                runtime,
                 row.id,
                 "failed",
                 error=sentence,
                 note="invalid arguments",
                 delivered_at=utcnow(),
             )
+        except Exception:
+            # The caller still hears what was wrong; the trace is what the database lost.
+            log.warning("could not record invalid arguments for %s", spec.name, exc_info=True)
         raise llm.ToolError(sentence) from None
 
     if spec.pattern == "critical" and run_ctx is not None:
@@ -173,7 +184,7 @@ async def run_tool(
     )
     async with same_call:
         try:
-            stable_key, row_key, prior = await idempotency(runtime, spec, args)
+            logical_key, row_key, prior = await idempotency(runtime, spec, args)
             if prior:
                 replay = await _replay(runtime, spec, prior)
                 if replay is not None:
@@ -202,7 +213,7 @@ async def run_tool(
         session_id=runtime.session_id,
         task_id=row.id,
         department=department,
-        idempotency_key=stable_key,
+        idempotency_key=logical_key,
         store=store,
         run_ctx=run_ctx,
         hook=runtime.registry.pm.hook,

@@ -126,5 +126,10 @@ def job_args_problem(args: dict[str, Any]) -> str | None:
 
 def to_jsonable(value: Any) -> Any:
     """A tool's result as plain JSON; NaN and infinities (which Postgres JSON refuses)
-    become null."""
-    return json.loads(json.dumps(value, default=str), parse_constant=lambda _c: None)
+    become null. Never raises: what JSON cannot hold (tuple keys, cycles) is kept as text,
+    because a result that cannot be recorded would leave its row running and its job re-run."""
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        text = json.dumps(str(value))
+    return json.loads(text, parse_constant=lambda _c: None)

@@ -20,7 +20,7 @@ from typing import Any
 
 from frontdesk.core.errors import ToolError
 from frontdesk.core.host import Registry
-from frontdesk.core.patterns import execute, failure, to_jsonable
+from frontdesk.core.patterns import execute, failure, stable_key, to_jsonable
 from frontdesk.core.recording import RESTART, record, stored_error
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolContext
@@ -94,14 +94,37 @@ class Runner:
         if jobs:
             await asyncio.wait(jobs.values(), timeout=STOP_GRACE_SECONDS)
         for task_id in jobs:
-            with contextlib.suppress(Exception):
-                await self.store.release(
-                    self.owner,
-                    task_id,
-                    note=f"released by {self.owner} at shutdown",
-                    held_by=self.owner,
+            try:
+                await self._give_back(task_id)
+            except Exception:
+                log.warning(
+                    "job %s: lease not given back; it expires instead", task_id, exc_info=True
                 )
         self.jobs.clear()
+
+    async def _give_back(self, task_id: int) -> None:
+        """A job stopped by shutdown: re-queued if it may run again (resumable, under the
+        attempt limit), as lease recovery would; otherwise failed, and the caller told."""
+        task = await self.store.get(task_id)
+        spec = self.registry.tools.get(task.tool)
+        resumable = spec is None or spec.resumable
+        if resumable and task.attempts < self.settings.job_max_attempts:
+            await self.store.release(
+                self.owner,
+                task_id,
+                note=f"released by {self.owner} at shutdown",
+                held_by=self.owner,
+            )
+        else:
+            why = "not resumable" if not resumable else "attempt limit reached"
+            await self.store.transition(
+                task_id,
+                "failed",
+                error=f"interrupted by shutdown ({why})",
+                note=f"stopped by {self.owner} at shutdown",
+                expect=("running",),
+                owner=self.owner,
+            )
 
     async def recover(self) -> list[Task]:
         """Close or re-queue every running task whose lease expired (its process died).
@@ -169,7 +192,7 @@ class Runner:
         (billing reconciles its pending payment through the gateway on the caller's retry)."""
         if not task.idempotency_key:
             return None
-        base = task.idempotency_key.split("#")[0]
+        base = stable_key(task.idempotency_key)
         since = task.created_at - timedelta(seconds=self.settings.idempotency_window_seconds)
         rows = await self.store.recent_keys(task.caller, task.tool, base, since)
         return next((t for t in rows if t.id != task.id and t.status == "succeeded"), None)

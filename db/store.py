@@ -11,6 +11,7 @@ the observers (the plugin host's ``on_task_event``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
@@ -24,7 +25,13 @@ from sqlalchemy.sql import ClauseElement
 
 from frontdesk.core.errors import FrontdeskError
 from frontdesk.db.calls import CallLog
-from frontdesk.db.engine import create_engine, ensure_schema, is_sqlite, settle_driver_threads
+from frontdesk.db.engine import (
+    create_engine,
+    ensure_schema,
+    is_sqlite,
+    mask_url,
+    settle_driver_threads,
+)
 from frontdesk.db.hotpath import Condition, HotSql
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
@@ -33,6 +40,7 @@ from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
 from frontdesk.db.writer import GroupWriter, RawWrite, is_transient
 
+log = logging.getLogger("frontdesk.store")
 tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
 
@@ -116,9 +124,7 @@ class TaskStore(TaskQueries, CallLog):
             await store.close()
             await settle_driver_threads()
             reason = getattr(exc, "orig", None) or exc
-            raise StoreUnavailable(
-                f"cannot open database {store.read_engine.url.render_as_string(hide_password=True)}: {reason}"
-            ) from None
+            raise StoreUnavailable(f"cannot open database {mask_url(url)}: {reason}") from None
         except BaseException:
             await store.close()
             raise
@@ -145,9 +151,13 @@ class TaskStore(TaskQueries, CallLog):
             await self.write_engine.dispose()
 
     def _notify(self, events: list[Any]) -> None:
+        # Runs inside the writer's commit: an observer's error must not fail other writes.
         for event in events:
             for observer in self.observers:
-                observer(event)
+                try:
+                    observer(event)
+                except Exception:
+                    log.exception("task event observer %r failed", observer)
 
     # -- writes ---------------------------------------------------------------------------
 
