@@ -166,7 +166,7 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         import typing
 
-        return typing.get_type_hints(fn)
+        return typing.get_type_hints(fn, include_extras=True)
     except Exception:
         return {}
 

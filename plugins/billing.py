@@ -23,7 +23,9 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
+
+from pydantic import BeforeValidator
 
 from frontdesk.core import Department, ToolContext, ToolError, hookimpl, hookspec, tool
 from frontdesk.core.settings import Settings
@@ -237,9 +239,29 @@ async def list_invoices(ctx: ToolContext) -> str:
     return f"You have {open_count} open of {len(items)} invoices. " + " ".join(lines)
 
 
+def _canonical(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Spell a value one way before the tool sees it: the idempotency key hashes the
+    arguments, so "50", 50 and 50.0 (or "inv 1001" and "INV-1001") must be one payment, not
+    three. A value that cannot be read is passed on as is, for the tool to refuse in words."""
+
+    def canonical(raw: Any) -> Any:
+        try:
+            value = parse(raw)
+        except Exception:
+            return raw
+        return raw if value is None else str(value)
+
+    return canonical
+
+
+Amount = Annotated[str | int | float, BeforeValidator(_canonical(parse_amount))]
+InvoiceId = Annotated[str, BeforeValidator(_canonical(lambda raw: normalize_id(raw, "INV")))]
+PaymentId = Annotated[str, BeforeValidator(_canonical(lambda raw: normalize_id(raw, "PAY")))]
+
+
 @tool(pattern="critical")
 async def pay_invoice(
-    ctx: ToolContext, invoice_id: str, amount: str | int | float, confirmed: bool = False
+    ctx: ToolContext, invoice_id: InvoiceId, amount: Amount, confirmed: bool = False
 ) -> str:
     """Pay one of the caller's invoices, in full or in part.
 
@@ -276,7 +298,7 @@ async def pay_invoice(
 
 
 @tool(pattern="critical")
-async def refund(ctx: ToolContext, payment_id: str, confirmed: bool = False) -> str:
+async def refund(ctx: ToolContext, payment_id: PaymentId, confirmed: bool = False) -> str:
     """Refund one of the caller's payments in full, by its payment reference (PAY-...).
 
     First call with confirmed=false: nothing is refunded, and the answer gives the amount and

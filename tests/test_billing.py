@@ -438,7 +438,8 @@ def test_host_registers_billing_and_its_hookspec():
     assert doc and "find(idempotency_key)" in doc
     # The LLM may send the amount as a string or a number; both validate.
     spec = billing.pay_invoice
-    assert spec.validate({"invoice_id": "INV-1", "amount": 12.5})["amount"] == 12.5
+    # amounts are spelled one way (the idempotency key hashes them): exact text, cents kept
+    assert spec.validate({"invoice_id": "INV-1", "amount": 12.5})["amount"] == "12.50"
     assert (
         spec.validate('{"invoice_id": "INV-1", "amount": "12.50", "confirmed": true}')["confirmed"]
         is True

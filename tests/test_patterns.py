@@ -318,3 +318,58 @@ async def test_duplicate_parallel_critical_calls_run_once(settings, registry, st
     outputs = [e for e in transcript.of("tool_output") if e["name"] == "charge"]
     assert len(outputs) == 2 and not any(o["is_error"] for o in outputs)
     assert outputs[0]["output"] == outputs[1]["output"]
+
+
+async def test_the_same_payment_spelled_differently_is_charged_once(
+    settings, registry, store, transcript
+):
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            {
+                "user": "billing",
+                "llm": [{"tools": [{"transfer_to_billing": {}}]}, {"say": "Billing."}],
+            },
+            {
+                "user": "pay the spa invoice",
+                "llm": [
+                    {
+                        "tools": [
+                            {
+                                "pay_invoice": {
+                                    "invoice_id": "INV-1002",
+                                    "amount": "120",
+                                    "confirmed": True,
+                                }
+                            }
+                        ]
+                    }
+                ],
+            },
+            {
+                "user": "did it go through? pay it again",
+                "llm": [
+                    {
+                        "tools": [
+                            {
+                                "pay_invoice": {
+                                    "invoice_id": "inv 1002",
+                                    "amount": 120.0,
+                                    "confirmed": True,
+                                }
+                            }
+                        ]
+                    }
+                ],
+            },
+        ],
+    )
+    assert failures == []
+    rows = await store.list(caller="alice", tool="pay_invoice")
+    assert [t.status for t in rows] == [
+        "succeeded"
+    ]  # the second spelling was answered from the first
+    outputs = [e["output"] for e in transcript.of("tool_output") if e["name"] == "pay_invoice"]
+    assert len(outputs) == 2 and outputs[0] == outputs[1] and "$120.00" in outputs[0]
