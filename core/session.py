@@ -12,10 +12,10 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
-from livekit.agents import Agent, AgentSession
+from livekit.agents import Agent, AgentSession, llm
 
 from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.handoff import carried_context, extract_facts
@@ -26,15 +26,23 @@ from frontdesk.core.host import Registry
 from frontdesk.core.progress import Progress
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
-from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task, TaskStore
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("frontdesk.session")
 
 GREETING = "Hello, you've reached the Harbor Light Hotel front desk. How can I help?"
+
+
+@contextlib.contextmanager
+def _best_effort(what: str) -> Iterator[None]:
+    """The call goes on when its bookkeeping cannot be written, but not silently. A tool's
+    ToolError here was already recorded and spoken; it is not a bookkeeping failure."""
+    try:
+        yield
+    except llm.ToolError:
+        pass
+    except Exception:
+        log.warning("%s failed", what, exc_info=True)
 
 
 class CallRuntime:
@@ -89,7 +97,7 @@ class CallRuntime:
     async def handoff(self, target: str) -> Agent:
         previous = self.current
         self.emit({"type": "handoff", "from": previous, "to": target})
-        with contextlib.suppress(Exception):
+        with _best_effort("recording the handoff"):
             await self.store.call_handoff(self.session_id, previous, target)
         self.current = target
         return self.make_agent(target, arrived_from=previous)
@@ -114,7 +122,7 @@ class CallRuntime:
     async def start(self, **start_options: Any) -> None:
         """Start the session on triage; ``start_options`` (room, room_options) go to
         ``AgentSession.start`` for a call in a LiveKit room."""
-        with contextlib.suppress(Exception):
+        with _best_effort("recording the call"):
             await self.store.call_started(self.session_id, self.caller)
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
@@ -145,24 +153,22 @@ class CallRuntime:
             await asyncio.wait(
                 self._background, timeout=self.settings.fire_and_forget_grace_seconds
             )
-        from frontdesk.core.patterns import finish
+        from frontdesk.core.patterns import _close, finish
 
         for task_id, (spec, work) in list(self.inflight.items()):
             if work.done() and not work.cancelled():
                 # It finished while we waited, but its turn has not recorded that yet (a filler
                 # may still be stopping): record the real outcome, not "unfinished".
-                with contextlib.suppress(Exception):
+                with _best_effort(f"recording task {task_id}"):
                     await finish(self, spec, task_id, work)
                 continue
             work.cancel()
-            with contextlib.suppress(Exception):
-                await self.store.transition(
-                    task_id, "failed", error=f"unfinished at {reason}", note=reason
-                )
+            with _best_effort(f"closing task {task_id}"):
+                await _close(self, task_id, "failed", error=f"unfinished at {reason}", note=reason)
         self.inflight.clear()
         for loop in self._loops:
             loop.cancel()
-        with contextlib.suppress(Exception):
+        with _best_effort("recording the end of the call"):
             await self.store.call_ended(self.session_id)
         self.emit({"type": "session_end", "caller": self.caller, "session_id": self.session_id})
 
@@ -172,7 +178,7 @@ class CallRuntime:
         while True:
             await asyncio.sleep(interval)
             if self.inflight:
-                with contextlib.suppress(Exception):
+                with _best_effort("renewing in-turn leases"):
                     await self.store.renew(
                         self.owner, self.settings.job_lease_seconds, list(self.inflight)
                     )
@@ -275,10 +281,6 @@ class CallRuntime:
                         "is_error": output.is_error,
                     }
                 )
-
-
-def now_iso() -> str:
-    return utcnow().isoformat()
 
 
 async def start_call(

@@ -69,6 +69,7 @@ class TaskQueries:
         status: str | None = None,
         tool: str | None = None,
         pattern: str | None = None,
+        session_id: str | None = None,
         limit: int | None = 50,
     ) -> list[Task]:
         """Newest first."""
@@ -81,6 +82,8 @@ class TaskQueries:
             stmt = stmt.where(tasks.c.tool == tool)
         if pattern is not None:
             stmt = stmt.where(tasks.c.pattern == pattern)
+        if session_id is not None:
+            stmt = stmt.where(tasks.c.session_id == session_id)
         if limit is not None:
             stmt = stmt.limit(limit)
         async with self.read_engine.connect() as conn:

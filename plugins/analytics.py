@@ -1,7 +1,7 @@
 """Built-in analytics plugin: one outcome row per call, and live counters from task events.
 
-``on_task_event`` keeps per-call counters (tasks by status, departments that did work) in
-memory as events arrive, in the background. When the caller says goodbye, the agent calls
+``on_task_event`` notes, per call and in the background, which departments did work (a
+department can act without a handoff being recorded, e.g. a plugin's tool offered to "*"). When the caller says goodbye, the agent calls
 ``record_call_outcome`` (fire-and-forget, so the goodbye is not delayed); its task row's result
 is the call's outcome: departments visited, handoffs and tasks by status. ``frontdesk tasks
 stats`` summarises durations and counts per department.
@@ -17,20 +17,15 @@ from frontdesk.core import ToolContext, hookimpl, tool
 
 # session id -> counters. Bounded: a long-lived runner sees many calls.
 _MAX_CALLS = 10_000
-_status: dict[str, Counter[str]] = defaultdict(Counter)
 _departments: dict[str, set[str]] = defaultdict(set)
-FINAL = ("succeeded", "failed", "cancelled")
 
 
 @hookimpl
 def on_task_event(event: Any) -> None:
     if not event.session_id or event.tool == "record_call_outcome":
         return
-    if len(_status) > _MAX_CALLS:
-        _status.clear()
+    if len(_departments) > _MAX_CALLS:
         _departments.clear()
-    if event.status in FINAL and not (event.note or "").startswith(("delivered", "progress")):
-        _status[event.session_id][event.status] += 1
     if event.department:
         _departments[event.session_id].add(event.department)
 

@@ -154,7 +154,7 @@ async def _move_money(
 ) -> PaymentView:
     """Steps 2 and 3 for a reserved payment: ``send()`` the money unless a retry finds that the
     gateway already has it, then record it. Leaves the row pending if the gateway's answer is
-    unknown, so the next attempt (or recovery) reconciles it."""
+    unknown, so the caller's next attempt under the same key reconciles it."""
     if pay.status == "succeeded":
         return pay
     key = pay.idempotency_key
@@ -176,7 +176,11 @@ async def _move_money(
 async def reconcile_payment(
     store: TaskStore, idempotency_key: str, hook: Any = None, settings: Settings | None = None
 ) -> PaymentView | None:
-    """Settle a payment left pending by a dead process (for crash recovery).
+    """Settle a payment left pending by a dead process, out of band.
+
+    Recovery does not call this today: the caller's retry settles a pending payment through
+    the same steps in ``_move_money``. It is here for an operator's script, and for a
+    recovery hook should one be added.
 
     If the gateway has the key the payment is completed; otherwise it moved no money and is
     marked failed (a later retry under the same key tries again). Returns the payment, or None

@@ -120,39 +120,3 @@ async def test_observer_that_keeps_hanging_is_switched_off_and_reported():
     ]
     registry.observe(99)  # ignored from now on; still returns at once
     await registry.drain(timeout=1)
-
-
-async def test_observe_without_observers_or_events_is_cheap():
-    registry = host.load(settings())
-    registry.observe(1)
-    await registry.drain(timeout=0.1)
-
-
-def test_observe_outside_an_event_loop_does_not_raise():
-    recorder = Recorder()
-    registry = host.load(settings(), extra=[("recorder", recorder), ("raises", Raises())])
-    registry.observe(7)
-    deadline = time.monotonic() + 2
-    while not recorder.events and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert recorder.events == [7]
-
-
-async def test_observers_work_across_event_loops():
-    # Each test (and each asyncio.run) has its own loop; queues must not leak between them.
-    recorder = Recorder()
-    registry = host.load(settings(), extra=[("recorder", recorder)])
-    registry.observe(1)
-    await registry.drain(timeout=2)
-
-    def in_another_loop() -> None:
-        async def go() -> None:
-            registry.observe(2)
-            await registry.drain(timeout=2)
-
-        asyncio.run(go())
-
-    await asyncio.to_thread(in_another_loop)
-    registry.observe(3)
-    await registry.drain(timeout=2)
-    assert recorder.events == [1, 2, 3]
