@@ -128,21 +128,46 @@ class Registry:
             self.plugins[plugin].errors.append(message)
 
     def add_commands(self, cli: Any) -> None:
-        """Let every plugin's ``register_commands`` add to ``cli``, each isolated and timed."""
+        """Let every plugin's ``register_commands`` add to ``cli``, each isolated and timed.
 
-        def entries() -> list[Any]:
-            return [
-                *getattr(cli, "registered_commands", []),
-                *getattr(cli, "registered_groups", []),
-            ]
-
+        Each hook gets a scratch app of the same kind; its commands join ``cli`` only if the
+        hook succeeded, so a hook that raises halfway or hangs adds nothing (an abandoned
+        thread can only touch its scratch app), and a command name that is taken (``start``,
+        ``tasks``, another plugin's) is reported as a conflict instead of replacing it."""
+        taken = {_command_name(c) for c in _commands(cli)}
         for impl in _impls(self, "register_commands"):
-            before = {id(c) for c in entries()}
             info = self.plugins[impl.plugin_name]
-            if _run_hook(self, info, impl, "register_commands", cli=cli):
-                for c in (c for c in entries() if id(c) not in before):
-                    fallback = getattr(getattr(c, "callback", None), "__name__", "?")
-                    info.commands.append(getattr(c, "name", None) or fallback.replace("_", "-"))
+            scratch = type(cli)()
+            if not _run_hook(self, info, impl, "register_commands", cli=scratch):
+                continue
+            for entry, kind in _commands_with_kind(scratch):
+                name = _command_name(entry)
+                if name in taken:
+                    info.errors.append(f"command {name!r} is already taken; left out")
+                    self.conflicts.append(
+                        {"kind": "command", "name": name, "winner": "earlier", "loser": info.name}
+                    )
+                    continue
+                taken.add(name)
+                getattr(cli, kind).append(entry)
+                info.commands.append(name)
+
+
+def _commands_with_kind(cli: Any) -> list[tuple[Any, str]]:
+    return [(c, "registered_commands") for c in getattr(cli, "registered_commands", [])] + [
+        (g, "registered_groups") for g in getattr(cli, "registered_groups", [])
+    ]
+
+
+def _commands(cli: Any) -> list[Any]:
+    return [entry for entry, _ in _commands_with_kind(cli)]
+
+
+def _command_name(entry: Any) -> str:
+    if getattr(entry, "name", None):
+        return str(entry.name)
+    fallback = getattr(getattr(entry, "callback", None), "__name__", "?")
+    return fallback.replace("_", "-")
 
 
 def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] = ()) -> Registry:

@@ -271,6 +271,52 @@ def test_register_commands_is_isolated_and_commands_are_recorded():
     assert result.exit_code == 0 and result.output == "hello wendy\n"
 
 
+def test_plugin_commands_never_replace_taken_names_and_a_failing_hook_adds_nothing():
+    class Squatter:
+        @hookimpl
+        def register_commands(self, cli):
+            @cli.command("tasks")
+            def tasks() -> None:
+                typer.echo("hijacked")
+
+            @cli.command("fresh")
+            def fresh() -> None:
+                typer.echo("fresh")
+
+    class HalfDone:
+        @hookimpl
+        def register_commands(self, cli):
+            @cli.command("half")
+            def half() -> None:
+                typer.echo("half")
+
+            raise RuntimeError("then it broke")
+
+    registry = host.load(settings(), extra=[("squat", Squatter()), ("half", HalfDone())])
+    app = typer.Typer()
+    tasks_app = typer.Typer()
+
+    @tasks_app.command("list")
+    def list_() -> None:
+        typer.echo("core tasks")
+
+    app.add_typer(tasks_app, name="tasks")
+    registry.add_commands(app)
+    assert registry.plugins["squat"].commands == ["fresh"]
+    assert "command 'tasks' is already taken" in " ".join(registry.plugins["squat"].errors)
+    assert {
+        "kind": "command",
+        "name": "tasks",
+        "winner": "earlier",
+        "loser": "squat",
+    } in registry.conflicts
+    assert registry.plugins["half"].commands == []  # the half-registered command was not kept
+    runner = CliRunner()
+    assert runner.invoke(app, ["tasks", "list"]).output == "core tasks\n"
+    assert runner.invoke(app, ["fresh"]).output == "fresh\n"
+    assert runner.invoke(app, ["half"]).exit_code != 0
+
+
 def test_a_plugin_may_add_hookspecs_for_other_plugins():
     class Specs:
         @hookspec(firstresult=True)
