@@ -75,6 +75,7 @@ class CallRuntime:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._delivering: set[int] = set()
+        self._delivered: set[int] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._critical_locks: dict[str, asyncio.Lock] = {}
         self._closed = False
@@ -231,6 +232,10 @@ class CallRuntime:
 
     async def deliver(self, task: Task) -> bool:
         """Speak one finished task; mark it delivered only if the speech was not interrupted."""
+        if task.id in self._delivered:
+            # The watcher's query can overtake our own mark_delivered commit and offer the
+            # task again; it has been spoken, so it must not be spoken twice.
+            return True
         if task.id in self._delivering or self._closed:
             return False
         self._delivering.add(task.id)
@@ -242,6 +247,7 @@ class CallRuntime:
             await handle
             if handle.interrupted:
                 return False
+            self._delivered.add(task.id)
             return await self.store.mark_delivered(task.id, note=f"delivered by {self.current}")
         finally:
             self._delivering.discard(task.id)
