@@ -186,3 +186,24 @@ async def test_thinking_sound_only_for_slow_work_and_periodic_status(
     finally:
         await driver.hangup()
         await env.close()
+
+
+async def test_a_spoken_followup_offered_again_is_not_spoken_twice(
+    settings, registry, store, transcript
+):
+    env = await Environment.open(settings, registry, runner=False)
+    driver = CallDriver(env, Scenario("twice", "tina", []), "tina", transcript.append)
+    try:
+        job = await store.create(caller="tina", tool="experiment", pattern="background")
+        await store.claim("r", 30)
+        await store.transition(job.id, "succeeded", result={"summary": "All done."})
+        await driver.connect()
+        assert await wait_for(store, lambda: _delivered(store, job.id), timeout=10)
+        stale = await store.get(job.id)  # what an overtaken watcher query would still hold
+        assert await driver.runtime.deliver(stale) is True
+        await driver.settle()
+    finally:
+        await driver.hangup()
+        await env.close()
+    assert len([e for e in transcript.of("followup") if e["task_id"] == job.id]) == 1
+    assert len([t for _, t in transcript.said() if "All done." in t]) == 1
