@@ -24,7 +24,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -32,6 +32,7 @@ from sqlalchemy import func, select
 from frontdesk.core.errors import TaskNotFound
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.records import as_utc
 from frontdesk.db.store import NotCancellable, TaskEvent
 
 if TYPE_CHECKING:
@@ -66,11 +67,8 @@ _EVENT_COLUMNS = [
 
 
 def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.isoformat()
+    value = as_utc(value)
+    return value.isoformat() if value is not None else None
 
 
 def event_payload(event: TaskEvent) -> dict[str, Any]:
@@ -239,8 +237,7 @@ class TaskRpc:
         for r in rows:
             self._last_event_id = max(self._last_event_id, r.id)
             values = {name: r._mapping[name] for name in _EVENT_FIELDS}
-            if values["at"].tzinfo is None:
-                values["at"] = values["at"].replace(tzinfo=timezone.utc)
+            values["at"] = as_utc(values["at"])
             new += self._accept(TaskEvent(**values))
         return new
 

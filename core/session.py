@@ -290,33 +290,12 @@ class CallRuntime:
 
 
 async def start_call(
-    session: AgentSession,
-    *,
-    store: TaskStore,
-    registry: Registry,
-    settings: Settings,
-    caller: str,
-    session_id: str | None = None,
-    watcher: FollowupWatcher | None = None,
-    room: Any = None,
-    room_options: Any = None,
-    acks: Any = None,
-    audio: Any = None,
+    session: AgentSession, *, room: Any = None, room_options: Any = None, **runtime: Any
 ) -> CallRuntime:
-    """Wire a session for one caller and start it on the triage desk, bound to ``room`` (and
-    the participant in ``room_options``) when it is a LiveKit call. ``audio`` is a started
-    ``BackgroundAudioPlayer`` for the thinking sound."""
-    runtime = CallRuntime(
-        session,
-        store=store,
-        registry=registry,
-        settings=settings,
-        caller=caller,
-        session_id=session_id,
-        watcher=watcher,
-        acks=acks,
-        audio=audio,
-    )
+    """Wire a session for one caller (``runtime`` is ``CallRuntime``'s keywords: store,
+    registry, settings, caller, session_id, watcher, acks, audio) and start it on the triage
+    desk, bound to ``room`` and the participant in ``room_options`` for a LiveKit call."""
+    call = CallRuntime(session, **runtime)
     options = {k: v for k, v in (("room", room), ("room_options", room_options)) if v is not None}
-    await runtime.start(**options)
-    return runtime
+    await call.start(**options)
+    return call

@@ -16,7 +16,7 @@ from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
-from frontdesk.db.records import Task, _aware
+from frontdesk.db.records import Task, as_utc
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -94,7 +94,7 @@ class TaskQueries:
         async with self.read_engine.connect() as conn:
             rows = (await conn.execute(stmt)).all()
         return [
-            {"at": _aware(r.at).isoformat(), "status": r.status, "note": r.note}  # type: ignore[union-attr]
+            {"at": as_utc(r.at).isoformat(), "status": r.status, "note": r.note}  # type: ignore[union-attr]
             for r in rows
         ]
 

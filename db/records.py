@@ -9,7 +9,8 @@ from typing import Any
 from frontdesk.db.models import FINISHED
 
 
-def _aware(value: datetime | None) -> datetime | None:
+def as_utc(value: datetime | None) -> datetime | None:
+    """A datetime from the database as aware UTC (SQLite returns it naive)."""
     if value is not None and value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
     return value
@@ -46,7 +47,7 @@ class Task:
         m = row._mapping
         data = {f.name: m[f.name] for f in fields(cls)}
         for key in ("lease_expires_at", "created_at", "started_at", "finished_at", "delivered_at"):
-            data[key] = _aware(data[key])
+            data[key] = as_utc(data[key])
         return cls(**data)
 
     @property
@@ -54,7 +55,7 @@ class Task:
         return self.status in FINISHED
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
+        return _json_fields(self)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class TaskEvent:
     at: datetime
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
+        return _json_fields(self)
 
 
 def _event_for(task: Task, note: str | None, at: datetime) -> TaskEvent:
@@ -91,3 +92,7 @@ def _event_for(task: Task, note: str | None, at: datetime) -> TaskEvent:
         progress=task.progress,
         at=at,
     )
+
+
+def _json_fields(record: Any) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(record).items()}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from frontdesk.core.errors import ToolError
 from frontdesk.db.models import Account, Invoice, Payment, utcnow
+from frontdesk.db.records import as_utc
 from frontdesk.db.store import TaskStore
 from frontdesk.plugins.money import ZERO, money
 
@@ -49,12 +50,6 @@ PAYMENT_NOT_FOUND = "I couldn't find that payment on your account."
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(6))
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
 
 
 # -- rows -----------------------------------------------------------------------------------
@@ -103,7 +98,7 @@ def _view(cls: type, row: Any, **extra: Any) -> Any:
     data = {f.name: m[f.name] for f in fields(cls) if f.name in m}
     for key in ("created_at", "completed_at"):
         if key in data:
-            data[key] = _aware(data[key])
+            data[key] = as_utc(data[key])
     return cls(**data, **extra)
 
 

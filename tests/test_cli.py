@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from clirun import FRONTDESK
 
 from frontdesk.db.store import TaskStore
 
 ROOT = Path(__file__).resolve().parent.parent
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
 
 
 def run(

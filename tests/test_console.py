@@ -3,12 +3,10 @@ department with ordinary phrasing."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
+from clirun import FRONTDESK, tasks_json
 
 LINES = [
     "hello",
@@ -46,14 +44,7 @@ def test_console_walks_every_department(tmp_path):
     assert "(transferred search → billing)" in text and "(transferred billing → reports)" in text
     assert "Sorry, I didn't understand that." in text
     assert "Goodbye" in text
-    rows = json.loads(
-        subprocess.run(
-            [*FRONTDESK, "tasks", "list", "--json", "--caller", "newbie", "--db", db],
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout
-    )
+    rows = tasks_json(db, "--caller", "newbie", env=env)
     tools = {r["tool"]: r["status"] for r in rows}
     assert tools["search_knowledge"] == "succeeded" and tools["pay_invoice"] == "succeeded"
     assert tools["generate_report"] in ("queued", "running", "succeeded")

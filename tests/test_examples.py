@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import FRONTDESK, tasks_json
 
 from frontdesk.core.demo_search import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = ROOT / "examples" / "calls"
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
 PATTERN_SCENARIOS = [
     "interrupted_search.yaml",
     "critical_payment.yaml",
@@ -51,14 +50,7 @@ def ran(tmp_path_factory):
             timeout=180,
             env=env,
         )
-    rows = json.loads(
-        subprocess.run(
-            [*FRONTDESK, "tasks", "list", "--json", "--limit", "500", "--db", db],
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout
-    )
+    rows = tasks_json(db, "--limit", "500", env=env)
     events = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     return out, rows, events, db, env
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import yaml
+from clirun import FRONTDESK, tasks_json
 
 ROOT = Path(__file__).resolve().parent.parent
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
 ENV = {**os.environ, "FRONTDESK_LOAD_PLUGINS": "", "PYTHONPATH": str(ROOT / "tests")}
 
 
@@ -105,14 +105,7 @@ def test_concurrent_callers_in_one_process(tmp_path, db_url):
     assert out.returncode == 0, out.stderr
     starts = {e["caller"] for e in events(out.stdout) if e["type"] == "session_start"}
     assert starts == {f"load-{i}" for i in range(1, 6)} | {f"load-{i}~2" for i in range(1, 6)}
-    rows = json.loads(
-        subprocess.run(
-            [*FRONTDESK, "tasks", "list", "--json", "--db", db_url],
-            capture_output=True,
-            text=True,
-            env=ENV,
-        ).stdout
-    )
+    rows = tasks_json(db_url, env=ENV)
     assert len(rows) == 10 and {r["status"] for r in rows} == {"succeeded"}
 
 
@@ -171,14 +164,7 @@ def test_standalone_runner_process_runs_a_job_a_call_queued(tmp_path, db_url):
             runner.wait(15)
         except subprocess.TimeoutExpired:
             runner.kill()
-    rows = json.loads(
-        subprocess.run(
-            [*FRONTDESK, "tasks", "list", "--json", "--tool", "experiment", "--db", db_url],
-            capture_output=True,
-            text=True,
-            env=ENV,
-        ).stdout
-    )
+    rows = tasks_json(db_url, "--tool", "experiment", env=ENV)
     assert len(rows) == 1 and rows[0]["status"] == "succeeded" and rows[0]["delivered_at"]
     shown = json.loads(
         subprocess.run(

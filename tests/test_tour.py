@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
+from clirun import FRONTDESK, tasks_json
 
 
 def test_demo_tour(tmp_path):
@@ -23,14 +21,7 @@ def test_demo_tour(tmp_path):
     )
     assert out.returncode == 0, out.stderr + out.stdout[-3000:]
     assert "handoff triage → search" in out.stdout and "report file:" in out.stdout
-    rows = json.loads(
-        subprocess.run(
-            [*FRONTDESK, "tasks", "list", "--json", "--db", db],
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout
-    )
+    rows = tasks_json(db, env=env)
     by_tool: dict[str, list] = {}
     for r in reversed(rows):
         by_tool.setdefault(r["tool"], []).append(r)
