@@ -104,26 +104,34 @@ def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-async def idempotency(
-    runtime: CallRuntime, spec: ToolSpec, args: dict[str, Any]
-) -> tuple[str, str, list[Task]]:
-    """(stable key, key for the new row, earlier attempts in the window, newest first).
+def _fresh_key(digest: str) -> str:
+    return f"{digest}.{int(utcnow().timestamp())}"
+
+
+async def _create_critical(
+    runtime: CallRuntime, spec: ToolSpec, digest: str, fields: dict[str, Any]
+) -> tuple[str, Task | str]:
+    """(stable key, the new row or the answer of an earlier attempt).
 
     The same tool, arguments and caller within the window are one logical call; they share
     the stable key that a plugin hands to its side effects (a payment gateway), while each row
-    gets a unique suffixed copy because the column is unique.
+    gets a unique suffixed copy because the column is unique. The first attempt's lookup and
+    INSERT are one write (no separate read on the turn).
     """
-    digest = _digest(runtime.caller, spec.name, args)
-    if spec.pattern != "critical":
-        return f"{digest}.{int(utcnow().timestamp())}", "", []
+    key = _fresh_key(digest)
     since = utcnow() - timedelta(seconds=runtime.settings.idempotency_window_seconds)
-    prior = await runtime.store.recent_keys(runtime.caller, spec.name, digest, since)
-    if not prior:
-        key = f"{digest}.{int(utcnow().timestamp())}"
-        return key, key, []
+    row, prior = await runtime.store.create_unless_recent(
+        key_prefix=digest, since=since, idempotency_key=key, **fields
+    )
+    if row is not None:
+        return key, row
     base = stable_key(prior[-1].idempotency_key or "")
+    replay = await _replay(runtime, spec, prior)
+    if replay is not None:
+        return base, replay
     # Only unique: the number of earlier attempts would repeat once the oldest leaves the window.
-    return base, f"{base}#{uuid.uuid4().hex[:12]}", prior
+    row = await runtime.store.create(**fields, idempotency_key=f"{base}#{uuid.uuid4().hex[:12]}")
+    return base, row
 
 
 async def run_tool(
@@ -177,31 +185,32 @@ async def run_tool(
             return None
     # The same critical call twice at once (an LLM can emit duplicate parallel calls) must
     # not race past the idempotency check: the second waits and is answered from the first.
+    digest = _digest(runtime.caller, spec.name, args)
     same_call = (
-        runtime.critical_lock(_digest(runtime.caller, spec.name, args))
-        if spec.pattern == "critical"
-        else contextlib.nullcontext()
+        runtime.critical_lock(digest) if spec.pattern == "critical" else contextlib.nullcontext()
     )
     async with same_call:
         try:
-            logical_key, row_key, prior = await idempotency(runtime, spec, args)
-            if prior:
-                replay = await _replay(runtime, spec, prior)
-                if replay is not None:
-                    return replay
             if spec.pattern == "background":
                 row = await store.create(
                     **common, status="queued", args=args, note="queued for the runner"
                 )
                 return background_ack(spec, row)
-            row = await store.create(
-                **common,
+            fields = dict(
+                common,
                 status="running",
                 args=spec.redact(args),
-                idempotency_key=row_key or None,
                 lease_owner=runtime.owner,
                 lease_seconds=runtime.settings.job_lease_seconds,
             )
+            if spec.pattern == "critical":
+                logical_key, created = await _create_critical(runtime, spec, digest, fields)
+                if isinstance(created, str):
+                    return created
+                row = created
+            else:
+                logical_key = _fresh_key(digest)
+                row = await store.create(**fields)
         except llm.ToolError:
             raise
         except Exception:

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import stamina
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
@@ -98,6 +98,41 @@ def _hot_write(
     return write
 
 
+def _new_task(
+    *,
+    caller: str,
+    tool: str,
+    pattern: str,
+    status: str = "queued",
+    session_id: str | None = None,
+    department: str | None = None,
+    plugin: str | None = None,
+    args: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    lease_owner: str | None = None,
+    lease_seconds: float | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """The column values of a new task row (``note`` goes on its first event)."""
+    now = utcnow()
+    return dict(
+        caller=caller,
+        session_id=session_id,
+        department=department,
+        tool=tool,
+        plugin=plugin,
+        pattern=pattern,
+        status=status,
+        args=args,
+        idempotency_key=idempotency_key,
+        attempts=1 if status == "running" else 0,
+        lease_owner=lease_owner,
+        lease_expires_at=now + timedelta(seconds=lease_seconds) if lease_seconds else None,
+        created_at=now,
+        started_at=now if status == "running" else None,
+    )
+
+
 class TaskStore(TaskQueries, CallLog):
     def __init__(self, url: str) -> None:
         self.url = url
@@ -166,47 +201,77 @@ class TaskStore(TaskQueries, CallLog):
         billing ledger, share its transactions and group commit); returns its result."""
         return await self._writer.run(write)
 
-    async def create(
-        self,
-        *,
-        caller: str,
-        tool: str,
-        pattern: str,
-        status: str = "queued",
-        session_id: str | None = None,
-        department: str | None = None,
-        plugin: str | None = None,
-        args: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-        lease_owner: str | None = None,
-        lease_seconds: float | None = None,
-        note: str | None = None,
-    ) -> Task:
-        now = utcnow()
-        values = dict(
-            caller=caller,
-            session_id=session_id,
-            department=department,
-            tool=tool,
-            plugin=plugin,
-            pattern=pattern,
-            status=status,
-            args=args,
-            idempotency_key=idempotency_key,
-            attempts=1 if status == "running" else 0,
-            lease_owner=lease_owner,
-            lease_expires_at=now + timedelta(seconds=lease_seconds) if lease_seconds else None,
-            created_at=now,
-            started_at=now if status == "running" else None,
-        )
-        if self._hot is not None:
-            sql, params = self._hot.insert(values)
-            return await self._writer.run_raw(_hot_write(self._hot, sql, params, now, note))
+    async def create(self, **fields: Any) -> Task:
+        """Insert a task and its first event. Fields: ``caller``, ``tool``, ``pattern`` and
+        optionally ``status`` (default "queued"), ``session_id``, ``department``, ``plugin``,
+        ``args``, ``idempotency_key``, ``lease_owner``, ``lease_seconds``, ``note``."""
+        task = await self._insert(_new_task(**fields), fields.get("note"), unless=None)
+        assert task is not None
+        return task
 
-        async def write(conn: AsyncConnection, events: list[Any]) -> Task:
+    async def create_unless_recent(
+        self, *, key_prefix: str, since: datetime, **fields: Any
+    ) -> tuple[Task | None, list[Task]]:
+        """``create(**fields)`` unless this caller's tool has tasks created since ``since``
+        whose key starts with ``key_prefix``: ``(new task, [])``, or ``(None, those tasks
+        newest first)``. The lookup and the INSERT are one write transaction, so a critical
+        call pays no separate read and two processes cannot both create a first attempt."""
+        recent: list[Condition] = [
+            ("caller", "=", fields["caller"]),
+            ("tool", "=", fields["tool"]),
+            ("created_at", ">=", since),
+            ("idempotency_key", "LIKE", key_prefix + "%"),
+        ]
+        prior: list[Task] = []
+        task = await self._insert(_new_task(**fields), fields.get("note"), unless=(recent, prior))
+        return task, prior
+
+    async def _insert(
+        self,
+        values: dict[str, Any],
+        note: str | None,
+        unless: tuple[list[Condition], list[Task]] | None,
+    ) -> Task | None:
+        """INSERT a task and its event in one write. With ``unless=(conditions, found)``,
+        tasks matching the conditions are looked up first in the same transaction; if any
+        exist they are put in ``found`` (newest first) and nothing is inserted."""
+        now = values["created_at"]
+        hot = self._hot
+        if hot is not None:
+            sql, params = hot.insert(values)
+            insert_one = _hot_write(hot, sql, params, now, note)
+            if unless is None:
+                return await self._writer.run_raw(insert_one)
+            conditions, found = unless
+            select_sql, select_params = hot.select(conditions)
+
+            def insert_unless(conn: Any, events: list[Any]) -> Task | None:
+                rows = conn.execute(select_sql, select_params).fetchall()
+                found[:] = [Task(*hot.row(r)) for r in rows]
+                return None if found else insert_one(conn, events)
+
+            return await self._writer.run_raw(insert_unless)
+
+        lookup = (
+            None
+            if unless is None
+            else select(tasks).where(*_sa_where(unless[0])).order_by(tasks.c.id.desc())
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
+            if lookup is not None and unless is not None:
+                if conn.dialect.name == "postgresql":
+                    # READ COMMITTED would let two processes both see nothing and both
+                    # insert; this lock, held to the commit, queues the second behind the first.
+                    key = next(v for c, _, v in unless[0] if c == "idempotency_key")
+                    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
+                found = unless[1]
+                found[:] = [Task.from_row(r) for r in (await conn.execute(lookup)).all()]
+                if found:
+                    return None
             task = Task.from_row((await conn.execute(_INSERT_TASK, values)).one())
             await conn.execute(
-                _INSERT_EVENT, {"task_id": task.id, "at": now, "status": status, "note": note}
+                _INSERT_EVENT, {"task_id": task.id, "at": now, "status": task.status, "note": note}
             )
             events.append(_event_for(task, note, now))
             return task

@@ -126,6 +126,44 @@ async def test_recent_keys_window(store: TaskStore):
     assert await store.recent_keys("c", "pay", "abc", utcnow() + timedelta(seconds=1)) == []
 
 
+async def test_create_unless_recent_inserts_only_the_first_attempt(store: TaskStore):
+    fields = dict(caller="c", tool="pay", pattern="critical", status="running")
+    since = utcnow() - timedelta(seconds=60)
+    first, prior = await store.create_unless_recent(
+        key_prefix="abc", since=since, idempotency_key="abc.1", **fields
+    )
+    assert first is not None and first.idempotency_key == "abc.1" and prior == []
+    assert [e["status"] for e in await store.events(first.id)] == ["running"]
+
+    # Same prefix at once from this store and from another (as another process would have):
+    # one write wins, the others see it and insert nothing.
+    other = await TaskStore.open(store.url)
+    try:
+        results = await asyncio.gather(
+            *(
+                s.create_unless_recent(
+                    key_prefix="abd", since=since, idempotency_key=f"abd.{i}", **fields
+                )
+                for i, s in enumerate([store, other, store, other])
+            )
+        )
+    finally:
+        await other.close()
+    assert sorted(row is None for row, _ in results) == [False, True, True, True]
+    assert await store.count(tool="pay") == 2
+
+    again, prior = await store.create_unless_recent(
+        key_prefix="abc", since=since, idempotency_key="abc.2", **fields
+    )
+    assert again is None and [t.id for t in prior] == [first.id]
+    # Outside the window the earlier attempt no longer counts.
+    late, prior = await store.create_unless_recent(
+        key_prefix="abc", since=utcnow() + timedelta(seconds=1), idempotency_key="abc.3", **fields
+    )
+    assert late is not None and prior == []
+    assert await store.count(tool="pay") == 3
+
+
 async def test_calls_and_handoffs(store: TaskStore):
     await store.call_started("s1", "alice")
     await store.call_handoff("s1", "triage", "billing")
