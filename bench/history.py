@@ -103,15 +103,29 @@ def generate(db: Path, rows: int) -> float:
     return time.perf_counter() - start
 
 
-def _wall(cmd: list[str], env: dict[str, str], n: int) -> list[float]:
-    out = []
+def _walls(cmds: dict[str, list[str]], env: dict[str, str], n: int) -> dict[str, list[float]]:
+    """Wall seconds of each command, ``n`` times, interleaved round by round."""
+    out: dict[str, list[float]] = {name: [] for name in cmds}
     for _ in range(n):
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        out.append(time.perf_counter() - t0)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{cmd} failed: {proc.stderr[-500:]}")
+        for name, cmd in cmds.items():
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            out[name].append(time.perf_counter() - t0)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{cmd} failed: {proc.stderr[-500:]}")
     return out
+
+
+# What `tasks list` cannot avoid importing, given the libraries it is built on (typer and rich
+# for the CLI, pydantic-settings for config, SQLAlchemy's ORM models and async engine).
+FLOORS = {
+    "import typer": "import typer",
+    "import sqlalchemy.orm": "import sqlalchemy.orm",
+    "every library tasks list uses": (
+        "import typer, rich.table, pydantic_settings, sqlalchemy.orm, "
+        "sqlalchemy.ext.asyncio, aiosqlite, stamina"
+    ),
+}
 
 
 async def run(quick: bool) -> dict[str, Any]:
@@ -159,10 +173,20 @@ async def run(quick: bool) -> dict[str, Any]:
 
         env = {**os.environ, "FRONTDESK_DATABASE_URL": url}
         frontdesk = str(Path(sys.executable).parent / "frontdesk")
-        python_pass = _wall([sys.executable, "-c", "pass"], env, reps)
-        tasks_list = _wall([frontdesk, "tasks", "list"], env, reps)
+        walls = _walls(
+            {
+                "pass": [sys.executable, "-c", "pass"],
+                "tasks list": [frontdesk, "tasks", "list"],
+                **{name: [sys.executable, "-c", code] for name, code in FLOORS.items()},
+            },
+            env,
+            reps,
+        )
+        python_pass, tasks_list = walls["pass"], walls["tasks list"]
         # The same scan as TaskStore.stats plus process start; once, and only in a full run.
-        tasks_stats = None if quick else _wall([frontdesk, "tasks", "stats"], env, 1)[0]
+        tasks_stats = (
+            None if quick else _walls({"s": [frontdesk, "tasks", "stats"]}, env, 1)["s"][0]
+        )
 
     last20 = summary(ours, 1e3)
     raw20 = summary(base, 1e3)
@@ -186,6 +210,14 @@ async def run(quick: bool) -> dict[str, Any]:
             "python_c_pass_ms": py,
             "frontdesk_tasks_list_ms": tl,
             "ratio": ratio(tl["median"], py["median"]),
+            "floors": {
+                name: {
+                    "code": FLOORS[name],
+                    "ms": summary(walls[name], 1e3),
+                    "ratio": ratio(summary(walls[name], 1e3)["median"], py["median"]),
+                }
+                for name in FLOORS
+            },
         },
         "targets": {
             "last_20_median_ms": {"target": "<= 5", "value": last20["median"]},

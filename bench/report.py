@@ -290,6 +290,11 @@ def _history(h: dict[str, Any]) -> list[str]:
         f"{_x(l20['ratio_vs_raw'])} |",
         f"| `frontdesk tasks list` wall | {_f(cli['frontdesk_tasks_list_ms']['median'], 0)} ms | | "
         f"`python -c pass` {_f(cli['python_c_pass_ms']['median'], 0)} ms | {_x(cli['ratio'])} |",
+        *(
+            f'| `python -c "{f["code"]}"` wall ({name}) | {_f(f["ms"]["median"], 0)} ms | | '
+            f"`python -c pass` | {_x(f['ratio'])} |"
+            for name, f in cli.get("floors", {}).items()
+        ),
         f"| TaskStore.stats() | {_f(st['store_stats_seconds'].get('median'))} s | | | |",
         f"| `frontdesk tasks stats` wall | {_f(st['cli_tasks_stats_seconds'])} s | | | |",
         "",

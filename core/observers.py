@@ -2,9 +2,9 @@
 hooks without ever holding up a call.
 
 Kept apart from the plugin host because these rules are about time, not registration: a hook
-runs in a daemon thread it may be abandoned in, and each observer plugin gets its own FIFO and
-worker per event loop, so events arrive in order and a slow, failing or hung observer only
-ever delays itself.
+runs in a daemon thread it may be abandoned in, and each observer plugin gets its own FIFO,
+worker and hook thread per event loop, so events arrive in order and a slow, failing or hung
+observer only ever delays itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
+import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -24,39 +25,89 @@ log = logging.getLogger("frontdesk.plugins")
 # row the observer is switched off for the rest of the process.
 MAX_TIMEOUTS = 3
 QUEUE_SIZE = 1000
+# A hook thread with nothing to do for this long exits; the next call starts another.
+IDLE_SECONDS = 10.0
 
 
-def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> concurrent.futures.Future[Any]:
-    """Run ``fn`` in a fresh daemon thread. A pool would let a hung hook starve the others, and
-    its non-daemon workers would keep the process from exiting."""
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+class HookThread:
+    """A daemon thread that runs hook calls one after another, so a process does not start a
+    thread per call (with 50 plugins that was most of what loading them cost).
 
-    def run() -> None:
-        # The waiter may have given up (a timeout cancels the future): then nobody listens.
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            result = fn(**kwargs)
-        except BaseException as exc:
-            if not future.done():
+    Calls that time out are why it is a thread at all: such a call may never return, so the
+    thread is abandoned (it exits if the call ever does) and the next call gets a fresh one.
+    Daemon, so a hung hook never keeps the process from exiting; one per caller rather than a
+    shared pool, so a hung hook holds up nobody else.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] | None = None
+        self._lock = threading.Lock()
+
+    def submit(
+        self, fn: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._queue is None:
+                self._queue = queue.SimpleQueue()
+                threading.Thread(
+                    target=self._serve, args=(self._queue,), daemon=True, name="frontdesk-hook"
+                ).start()
+            self._queue.put((fn, kwargs, future))
+        return future
+
+    def abandon(self) -> None:
+        """Leave the current thread to its (possibly hung) call; the next call starts anew."""
+        with self._lock:
+            stale, self._queue = self._queue, None
+        if stale is not None:
+            stale.put(None)
+
+    def _serve(self, calls: queue.SimpleQueue[Any]) -> None:
+        while True:
+            try:
+                call = calls.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                # Idle threads go (an event loop that ended leaves its observers' behind);
+                # under the lock, so no call is put on a queue that nobody serves.
+                with self._lock:
+                    if self._queue is calls and calls.empty():
+                        self._queue = None
+                        return
+                continue
+            if call is None:
+                return
+            fn, kwargs, future = call
+            # The waiter may have given up (a timeout cancels the future): nobody listens.
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(**kwargs)
+            except BaseException as exc:
                 future.set_exception(exc)
-            return
-        if not future.done():
-            future.set_result(result)
-
-    threading.Thread(target=run, daemon=True, name="frontdesk-hook").start()
-    return future
+            else:
+                future.set_result(result)
 
 
 class HookTimeout(TimeoutError):
     pass
 
 
+# Each thread that calls hooks (the host loading plugins) has its own hook thread.
+_callers = threading.local()
+
+
 def call_with_timeout(fn: Callable[..., Any], timeout: float, **kwargs: Any) -> Any:
-    """Run a plugin hook, giving up after ``timeout`` seconds (the thread is abandoned)."""
+    """Run a plugin hook, giving up after ``timeout`` seconds (its thread is abandoned)."""
+    runner: HookThread | None = getattr(_callers, "hook_thread", None)
+    if runner is None:
+        runner = _callers.hook_thread = HookThread()
+    future = runner.submit(fn, kwargs)
     try:
-        return in_thread(fn, kwargs).result(timeout=timeout)
+        return future.result(timeout=timeout)
     except concurrent.futures.TimeoutError:
+        future.cancel()
+        runner.abandon()
         raise HookTimeout(f"did not return within {timeout:g}s") from None
 
 
@@ -89,9 +140,9 @@ class Observers:
             return
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a sync caller): fire and forget in threads
+        except RuntimeError:  # no loop (a sync caller): fire and forget, a thread each
             for impl in impls:
-                in_thread(impl.function, call_kwargs(impl, {"event": event}))
+                HookThread().submit(impl.function, call_kwargs(impl, {"event": event}))
             return
         queues = self.loops.setdefault(loop, {})
         for impl in impls:
@@ -99,7 +150,7 @@ class Observers:
             if queue is None:
                 queue = queues[impl.plugin_name] = asyncio.Queue(QUEUE_SIZE)
                 worker = loop.create_task(
-                    self._work(impl, queue), name=f"observer-{impl.plugin_name}"
+                    self._work(impl, queue, HookThread()), name=f"observer-{impl.plugin_name}"
                 )
                 self.workers.add(worker)
                 worker.add_done_callback(self.workers.discard)
@@ -117,28 +168,29 @@ class Observers:
             for join in pending:
                 join.cancel()
 
-    async def _work(self, impl: Any, queue: asyncio.Queue[Any]) -> None:
+    async def _work(self, impl: Any, queue: asyncio.Queue[Any], thread: HookThread) -> None:
         while True:
             event = await queue.get()
             try:
                 if impl.plugin_name not in self.off:
-                    await self._deliver(impl, event)
+                    await self._deliver(impl, event, thread)
             except Exception as exc:
                 log.warning("plugin %s: on_task_event failed: %r", impl.plugin_name, exc)
             finally:
                 queue.task_done()
 
-    async def _deliver(self, impl: Any, event: Any) -> None:
+    async def _deliver(self, impl: Any, event: Any, thread: HookThread) -> None:
         kwargs = call_kwargs(impl, {"event": event})
         if inspect.iscoroutinefunction(impl.function):
             work: asyncio.Future[Any] = asyncio.ensure_future(impl.function(**kwargs))
         else:  # a sync observer must never block the call's event loop
-            work = asyncio.wrap_future(in_thread(impl.function, kwargs))
+            work = asyncio.wrap_future(thread.submit(impl.function, kwargs))
         # asyncio.wait, not wait_for: an observer that swallows cancellation can't hold us.
         done, _ = await asyncio.wait({work}, timeout=self.timeout)
         if not done:
             work.cancel()
             work.add_done_callback(lambda f: f.cancelled() or f.exception())
+            thread.abandon()
             self._timed_out(impl.plugin_name)
             return
         self.timeouts[impl.plugin_name] = 0

@@ -120,3 +120,58 @@ async def test_observer_that_keeps_hanging_is_switched_off_and_reported():
     ]
     registry.observe(99)  # ignored from now on; still returns at once
     await registry.drain(timeout=1)
+
+
+def test_hook_calls_share_a_thread_until_one_hangs():
+    idents: list[int] = []
+    release = threading.Event()
+
+    def record() -> str:
+        idents.append(threading.get_ident())
+        return "ok"
+
+    def hang() -> None:
+        idents.append(threading.get_ident())
+        release.wait(10)
+
+    assert [observers.call_with_timeout(record, 1.0) for _ in range(3)] == ["ok"] * 3
+    assert len(set(idents)) == 1 and idents[0] != threading.get_ident()
+
+    started = time.monotonic()
+    try:
+        observers.call_with_timeout(hang, 0.1)
+    except observers.HookTimeout:
+        pass
+    else:
+        raise AssertionError("a hung hook must time out")
+    assert time.monotonic() - started < 2
+    hung = idents[-1]
+    assert hung == idents[0]
+
+    # The next call does not queue behind the hung one: it gets a fresh thread.
+    assert observers.call_with_timeout(record, 1.0) == "ok"
+    assert idents[-1] != hung
+    release.set()
+    deadline = time.monotonic() + 5
+    while any(t.ident == hung for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.ident == hung for t in threading.enumerate())  # it left once released
+
+
+async def test_sync_observer_events_share_one_thread():
+    recorder = Recorder()
+    idents: set[int] = set()
+    original = recorder.on_task_event
+
+    class Idents:
+        @hookimpl
+        def on_task_event(self, event):
+            idents.add(threading.get_ident())
+            original(event)
+
+    registry = host.load(settings(), extra=[("idents", Idents())])
+    for event in range(20):
+        registry.observe(event)
+    await registry.drain(timeout=5)
+    assert recorder.events == list(range(20))
+    assert len(idents) == 1
