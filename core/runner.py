@@ -131,9 +131,10 @@ class Runner:
 
         Background jobs are re-queued while resumable and under ``job_max_attempts``, else
         failed. In-turn rows (their call process died) are failed; a critical one whose retry
-        already succeeded under the same key is closed as told. Every change is compare-and-set on the expired
-        lease, so runners racing here, or a holder that renews late, never double a job. A
-        failed row keeps ``delivered_at`` empty, so the caller is told at their next chance."""
+        already succeeded under the same key is closed as told. Every change is compare-and-set
+        on the expired lease, so runners racing here, or a holder that renews late, never double
+        a job. A failed row keeps ``delivered_at`` empty, so the caller is told at their next
+        chance."""
         handled: list[Task] = []
         try:
             expired = await self.store.expired()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect
@@ -27,6 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.records import Task, _event_for
+
+if TYPE_CHECKING:
+    from frontdesk.db.writer import RawWrite
 
 Processor = Callable[[Any], Any] | None
 # (column, operator, value); operator is one of _BINARY, "in" or "is null" (value ignored)
@@ -197,6 +201,29 @@ class HotSql:
         ]
 
 
+def hot_write(
+    hot: HotSql,
+    sql: str,
+    params: list[Any],
+    now: datetime,
+    note: str | Callable[[Task], str] | None,
+) -> RawWrite:
+    """A raw write (run on the driver's thread) of one task statement RETURNING the row, plus
+    its task_event; None when no row matched."""
+
+    def write(conn: Any, events: list[Any]) -> Task | None:
+        row = conn.execute(sql, params).fetchone()
+        if row is None:
+            return None
+        task = Task(*hot.row(row))
+        text = note(task) if callable(note) else note
+        conn.execute(hot.event_sql, hot.event(task.id, now, task.status, text))
+        events.append(_event_for(task, text, now))
+        return task
+
+    return write
+
+
 async def read(engine: AsyncEngine, fn: Callable[[sqlite3.Connection], Any]) -> Any:
     """Run ``fn(sqlite3_connection)`` on a pooled read connection, on the driver's thread, in
     one hop (through SQLAlchemy a small SELECT is a BEGIN, an execute, a fetch and a rollback,
@@ -209,4 +236,4 @@ async def read(engine: AsyncEngine, fn: Callable[[sqlite3.Connection], Any]) -> 
             raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
 
 
-__all__ = ["HotSql", "read"]
+__all__ = ["HotSql", "hot_write", "read"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,13 +32,14 @@ from frontdesk.db.engine import (
     mask_url,
     settle_driver_threads,
 )
-from frontdesk.db.hotpath import Condition, HotSql
+from frontdesk.db.hotpath import Condition, HotSql, hot_write
+from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
-from frontdesk.db.writer import GroupWriter, RawWrite, is_transient
+from frontdesk.db.writer import GroupWriter, is_transient
 
 log = logging.getLogger("frontdesk.store")
 tasks = TaskRow.__table__
@@ -73,29 +74,6 @@ class NotCancellable(FrontdeskError):
         else:
             message = f"task {task.id} is {task.pattern}; only background jobs can be cancelled"
         super().__init__(message)
-
-
-def _hot_write(
-    hot: HotSql,
-    sql: str,
-    params: list[Any],
-    now: datetime,
-    note: str | Callable[[Task], str] | None,
-) -> RawWrite:
-    """A raw write (run on the driver's thread) of one task statement RETURNING the row, plus
-    its task_event; None when no row matched."""
-
-    def write(conn: Any, events: list[Any]) -> Task | None:
-        row = conn.execute(sql, params).fetchone()
-        if row is None:
-            return None
-        task = Task(*hot.row(row))
-        text = note(task) if callable(note) else note
-        conn.execute(hot.event_sql, hot.event(task.id, now, task.status, text))
-        events.append(_event_for(task, text, now))
-        return task
-
-    return write
 
 
 def _new_task(
@@ -133,7 +111,7 @@ def _new_task(
     )
 
 
-class TaskStore(TaskQueries, CallLog):
+class TaskStore(TaskQueries, CallLog, Leases):
     def __init__(self, url: str) -> None:
         self.url = url
         self.read_engine: AsyncEngine = create_engine(url)
@@ -239,7 +217,7 @@ class TaskStore(TaskQueries, CallLog):
         hot = self._hot
         if hot is not None:
             sql, params = hot.insert(values)
-            insert_one = _hot_write(hot, sql, params, now, note)
+            insert_one = hot_write(hot, sql, params, now, note)
             if unless is None:
                 return await self._writer.run_raw(insert_one)
             conditions, found = unless
@@ -324,7 +302,7 @@ class TaskStore(TaskQueries, CallLog):
         hot = self._hot
         if hot is not None and not any(isinstance(v, ClauseElement) for v in values.values()):
             sql, params = hot.update(values, where)
-            return await self._writer.run_raw(_hot_write(hot, sql, params, now, note))
+            return await self._writer.run_raw(hot_write(hot, sql, params, now, note))
         stmt = update(tasks).where(*_sa_where(where)).values(**values).returning(*tasks.c)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
@@ -374,120 +352,6 @@ class TaskStore(TaskQueries, CallLog):
             ("status", "in", FINISHED),
         ]
         return await self._change({"delivered_at": now}, where, now, note) is not None
-
-    # -- leases (the runner, and call-process heartbeats) ------------------------------------
-
-    async def claim(self, owner: str, lease_seconds: float) -> Task | None:
-        """Take the oldest queued background job under a lease, or None."""
-        now = utcnow()
-        if self._hot is not None:
-            sql, params = self._hot.claim(owner, now + timedelta(seconds=lease_seconds), now)
-            return await self._writer.run_raw(
-                _hot_write(
-                    self._hot,
-                    sql,
-                    params,
-                    now,
-                    lambda task: f"claimed by {owner} (attempt {task.attempts})",
-                )
-            )
-        pick = (
-            select(tasks.c.id)
-            .where(tasks.c.status == "queued", tasks.c.pattern == "background")
-            .order_by(tasks.c.id)
-            .limit(1)
-        )
-        if self.dialect == "postgresql":
-            pick = pick.with_for_update(skip_locked=True)
-        stmt = (
-            update(tasks)
-            .where(tasks.c.id == pick.scalar_subquery(), tasks.c.status == "queued")
-            .values(
-                status="running",
-                lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                attempts=tasks.c.attempts + 1,
-                started_at=now,
-            )
-            .returning(*tasks.c)
-        )
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
-            row = (await conn.execute(stmt)).one_or_none()
-            if row is None:
-                return None
-            task = Task.from_row(row)
-            note = f"claimed by {owner} (attempt {task.attempts})"
-            await conn.execute(
-                _INSERT_EVENT, {"task_id": task.id, "at": now, "status": "running", "note": note}
-            )
-            events.append(_event_for(task, note, now))
-            return task
-
-        return await self._writer.run(write)
-
-    async def renew(
-        self, owner: str, lease_seconds: float, task_ids: Iterable[int] | None = None
-    ) -> set[int]:
-        """Extend ``owner``'s leases on running tasks; returns the ids still held (a task that
-        was cancelled or reclaimed meanwhile is missing from the answer)."""
-        now = utcnow()
-        cond: list[Condition] = [("lease_owner", "=", owner), ("status", "=", "running")]
-        if task_ids is not None:
-            ids = list(task_ids)
-            if not ids:
-                return set()
-            cond.append(("id", "in", ids))
-        values = {"lease_expires_at": now + timedelta(seconds=lease_seconds)}
-        if self._hot is not None:
-            sql, params = self._hot.update(values, cond, returning=("id",))
-            return await self._writer.run_raw(
-                lambda conn, events: {r[0] for r in conn.execute(sql, params).fetchall()}
-            )
-        stmt = update(tasks).where(*_sa_where(cond)).values(**values).returning(tasks.c.id)
-
-        async def write(conn: AsyncConnection, events: list[Any]) -> set[int]:
-            return {r[0] for r in (await conn.execute(stmt)).all()}
-
-        return await self._writer.run(write)
-
-    async def expired(self) -> list[Task]:
-        """Running tasks whose holder stopped renewing: its process died."""
-        now = utcnow()
-        stmt = select(tasks).where(
-            tasks.c.status == "running",
-            tasks.c.lease_expires_at.is_not(None),
-            tasks.c.lease_expires_at < now,
-        )
-        async with self.read_engine.connect() as conn:
-            return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
-
-    async def release(
-        self,
-        owner: str,
-        task_id: int,
-        note: str,
-        *,
-        held_by: str | None = None,
-        lease_expired: bool = False,
-    ) -> Task | None:
-        """Give a running job back to the queue (graceful shutdown or an expired lease).
-
-        ``owner`` is who gives it back (for the log). ``held_by`` releases it only while that
-        holder still holds the lease (a runner at shutdown gives back only its own jobs);
-        ``lease_expired`` only while the lease is past due, so a holder that was merely slow and
-        renewed after the scan keeps its job instead of it running twice."""
-        return await self.transition(
-            task_id,
-            "queued",
-            note=note,
-            expect=("running",),
-            owner=held_by,
-            lease_expired=lease_expired,
-            lease_owner=None,
-            lease_expires_at=None,
-            started_at=None,
-        )
 
 
 async def wait_for(

@@ -18,7 +18,7 @@ import pytest
 from frontdesk.core import ToolError, host
 from frontdesk.core.settings import Settings
 from frontdesk.db.store import TaskStore
-from frontdesk.plugins import search
+from frontdesk.plugins import knowledge, search
 from frontdesk.plugins.search import search_knowledge, search_web
 
 
@@ -98,7 +98,7 @@ def write_kb(root: Path, files: dict[str, str]) -> Path:
     ],
 )
 async def test_most_relevant_section_ranks_first(query, best):
-    hits = await search.search_kb(search.DEFAULT_KB.resolve(), query)
+    hits = await knowledge.search_kb(knowledge.DEFAULT_KB.resolve(), query)
     assert hits, query
     assert hits[0].heading == best
     assert [h.score for h in hits] == sorted(h.score for h in hits)  # bm25: lower is better
@@ -116,7 +116,7 @@ async def test_bm25_prefers_headings_and_denser_sections(tmp_path):
             " keeper's log.\n",
         },
     )
-    hits = await search.search_kb(root, "lighthouse")
+    hits = await knowledge.search_kb(root, "lighthouse")
     assert [h.heading for h in hits] == ["Lighthouse", "Exhibits", "Roses"]
     assert hits[0].score < hits[1].score < hits[2].score
     assert hits[0].path == "b.md" and hits[0].document == "Tours"
@@ -126,7 +126,7 @@ async def test_tool_reads_back_top_hits_and_records_progress(store):
     ctx = await make_ctx(store)
     answer = await search_knowledge.fn(ctx, query="late checkout")
     lines = answer.splitlines()
-    assert 1 <= len(lines) <= search.RESULT_LIMIT
+    assert 1 <= len(lines) <= knowledge.RESULT_LIMIT
     assert lines[0].startswith("1. Late checkout: Late checkout until 2 pm")
     assert len(answer) <= 400  # short enough to say; runners-up get brief snippets
     assert "#" not in answer and "**" not in answer  # markdown stripped: it is spoken
@@ -143,7 +143,7 @@ async def test_no_hits_is_a_polite_answer_not_an_error(store):
 
 
 def test_sections_split_at_headings_not_inside_code():
-    doc, sections = search.split_sections(
+    doc, sections = knowledge.split_sections(
         "Intro before any heading.\n# Guide\n\n## Parking\nPark **here**, see [map](http://x).\n"
         "```\n# not a heading\n```\n### Valet\n- Keys at the desk\n## Empty\n",
         "fallback",
@@ -187,27 +187,27 @@ async def test_index_refreshes_when_files_change_and_only_then(tmp_path):
     root = write_kb(
         tmp_path / "kb", {"bar.md": "# Bar\n\nThe bar serves mojitos until midnight.\n"}
     )
-    index = search.index_for(root.resolve())
-    assert [h.heading for h in await search.search_kb(root.resolve(), "mojitos")] == ["Bar"]
+    index = knowledge.index_for(root.resolve())
+    assert [h.heading for h in await knowledge.search_kb(root.resolve(), "mojitos")] == ["Bar"]
     builds = index.builds
-    await search.search_kb(root.resolve(), "mojitos")
+    await knowledge.search_kb(root.resolve(), "mojitos")
     assert index.builds == builds  # unchanged files: no rebuild
 
     (root / "bar.md").write_text("# Bar\n\nThe bar serves negronis and spritz until 2 am.\n")
     st = (root / "bar.md").stat()
     os.utime(root / "bar.md", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    assert await search.search_kb(root.resolve(), "mojitos") == []
-    assert [h.heading for h in await search.search_kb(root.resolve(), "negronis")] == ["Bar"]
+    assert await knowledge.search_kb(root.resolve(), "mojitos") == []
+    assert [h.heading for h in await knowledge.search_kb(root.resolve(), "negronis")] == ["Bar"]
 
     write_kb(root, {"sub.md": "# Kids club\n\nThe kids club runs crafts every morning.\n"})
     (root / "more").mkdir()
     (root / "more" / "deep.md").write_text("# Laundry\n\nSame-day laundry if dropped by 9 am.\n")
-    assert [h.heading for h in await search.search_kb(root.resolve(), "crafts")] == ["Kids club"]
-    hit = (await search.search_kb(root.resolve(), "laundry"))[0]
+    assert [h.heading for h in await knowledge.search_kb(root.resolve(), "crafts")] == ["Kids club"]
+    hit = (await knowledge.search_kb(root.resolve(), "laundry"))[0]
     assert (hit.heading, hit.path) == ("Laundry", "more/deep.md")
 
     (root / "sub.md").unlink()
-    assert await search.search_kb(root.resolve(), "crafts") == []
+    assert await knowledge.search_kb(root.resolve(), "crafts") == []
     assert index.builds == builds + 3  # edit, two files added at once, delete
 
 
@@ -266,19 +266,19 @@ async def test_hostile_queries_are_searched_safely(store, query):
 
 
 async def test_fullwidth_and_accented_words_still_match(tmp_path):
-    hits = await search.search_kb(search.DEFAULT_KB.resolve(), "ｐｏｏｌ towels")
+    hits = await knowledge.search_kb(knowledge.DEFAULT_KB.resolve(), "ｐｏｏｌ towels")
     assert hits[0].heading == "Rooftop pool"
     root = write_kb(tmp_path / "kb", {"cafe.md": "# Café\n\nThe café serves crème brûlée.\n"})
-    assert (await search.search_kb(root, "creme brulee"))[0].document == "Café"
+    assert (await knowledge.search_kb(root, "creme brulee"))[0].document == "Café"
 
 
 def test_match_expression_quotes_every_term():
-    match = search.build_match('late" OR title:x NEAR(y)')
+    match = knowledge.build_match('late" OR title:x NEAR(y)')
     assert match is not None
     assert re.fullmatch(r'"[^"]+"( OR "[^"]+")*', match)
     assert '"or"' not in match.split(" OR ")[:1]  # stopwords dropped, operators quoted
-    assert search.build_match("a" * 1_000_000) == '"' + "a" * search.MAX_QUERY_CHARS + '"'
-    assert len(search.build_match("word " * 100_000).split(" OR ")) <= 2 * search.MAX_TERMS
+    assert knowledge.build_match("a" * 1_000_000) == '"' + "a" * knowledge.MAX_QUERY_CHARS + '"'
+    assert len(knowledge.build_match("word " * 100_000).split(" OR ")) <= 2 * knowledge.MAX_TERMS
 
 
 # -- cancellation of a running query --------------------------------------------------------
@@ -288,7 +288,7 @@ async def test_cancelling_interrupts_the_running_sqlite_query():
     finished = threading.Event()
     outcome: list[str] = []
 
-    def slow(guard: search._Interrupter) -> None:
+    def slow(guard: knowledge._Interrupter) -> None:
         conn = sqlite3.connect(":memory:")
         try:
             with guard.attached(conn):
@@ -303,7 +303,7 @@ async def test_cancelling_interrupts_the_running_sqlite_query():
             conn.close()
             finished.set()
 
-    task = asyncio.create_task(search._run_interruptible(slow))
+    task = asyncio.create_task(knowledge._run_interruptible(slow))
     await asyncio.sleep(0.2)
     cancelled_at = time.perf_counter()
     task.cancel()
@@ -480,7 +480,7 @@ async def test_web_search_sends_hostile_text_safely(store):
     async with Loopback("ok") as srv:
         for query in ["\ud800 fireworks", "x" * 1_000_000, '"; DROP TABLE --']:
             await search_web.fn(await web_ctx(store, srv.url), query=query)
-    assert [len(r["query"]) <= search.MAX_QUERY_CHARS for r in srv.requests] == [True] * 3
+    assert [len(r["query"]) <= knowledge.MAX_QUERY_CHARS for r in srv.requests] == [True] * 3
     assert srv.requests[0]["query"] == "? fireworks"
 
 
@@ -499,9 +499,9 @@ def test_plugin_registers_the_search_department():
 
 
 def test_sample_kb_ships_enough_to_demo():
-    files = sorted(p.name for p in search.DEFAULT_KB.glob("*.md"))
+    files = sorted(p.name for p in knowledge.DEFAULT_KB.glob("*.md"))
     assert 6 <= len(files) <= 10
-    text = (search.DEFAULT_KB / "checkout.md").read_text()
+    text = (knowledge.DEFAULT_KB / "checkout.md").read_text()
     assert "Late checkout until 2 pm" in text
 
 
