@@ -24,14 +24,15 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from frontdesk.core.errors import TaskNotFound
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.models import utcnow
 from frontdesk.db.records import as_utc
 from frontdesk.db.store import NotCancellable, TaskEvent
 
@@ -54,6 +55,11 @@ MAX_RESULT_CHARS = 500
 DEFAULT_LIST, MAX_LIST = 20, 50
 # LiveKit's "Method not supported at destination": the app does not listen for updates.
 _UNSUPPORTED_METHOD = 1400
+
+# On Postgres an event id is taken at INSERT and becomes visible at COMMIT, so a poll can see
+# id 101 before id 100 commits. Each poll therefore reads this far back again as well (its
+# rows are de-duplicated); SQLite commits one writer at a time, in id order.
+REORDER_WINDOW = timedelta(seconds=30)
 
 _tasks_t = TaskRow.__table__
 _events_t = TaskEventRow.__table__
@@ -149,6 +155,7 @@ class TaskRpc:
         self._watcher: asyncio.Task[None] | None = None
         self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
         self._last_event_id: int | None = None
+        self._watching_since: datetime | None = None
         self._registered: list[str] = []
 
     # -- agent -> app ---------------------------------------------------------------------
@@ -222,13 +229,18 @@ class TaskRpc:
         The first call only notes where the log ends: history is for ``frontdesk.tasks``."""
         e, t = _events_t, _tasks_t
         async with self.store.read_engine.connect() as conn:
-            if self._last_event_id is None:
+            if self._last_event_id is None or self._watching_since is None:
+                self._watching_since = utcnow()
                 self._last_event_id = (await conn.execute(select(func.max(e.c.id)))).scalar() or 0
                 return 0
+            since = max(self._watching_since, utcnow() - REORDER_WINDOW)
             stmt = (
                 select(e.c.id, *_EVENT_COLUMNS)
                 .join(t, t.c.id == e.c.task_id)
-                .where(e.c.id > self._last_event_id, t.c.caller == self.caller)
+                .where(
+                    t.c.caller == self.caller,
+                    or_(e.c.id > self._last_event_id, e.c.at >= since),
+                )
                 .order_by(e.c.id)
                 .limit(500)
             )
@@ -242,7 +254,8 @@ class TaskRpc:
         return new
 
     def watch(self, interval: float = 0.5) -> asyncio.Task[None]:
-        """Poll in the background until ``aclose``. An indexed range scan on the event id."""
+        """Poll in the background until ``aclose``: this caller's tasks (indexed by caller),
+        their events past the last id seen or inside the reorder window."""
 
         async def loop() -> None:
             while True:

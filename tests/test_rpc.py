@@ -306,3 +306,39 @@ async def test_participant_identity_differs_from_caller_key_for_sip(local, store
     await rpc.flush()
     assert local.sent[0]["to"] == "sip_abc"
     assert (await local.call(METHOD_TASKS, caller_identity="sip_abc"))["tasks"] == []
+
+
+@pytest.mark.backends("postgres")
+async def test_poll_keeps_an_event_committed_after_a_later_one(rpc, local, store, db_url):
+    """Postgres hands out event ids at INSERT and shows rows at COMMIT: a slow writer's event
+    can appear after a later id was already polled. It must still reach the app."""
+    from sqlalchemy import insert
+
+    from frontdesk.db.engine import create_engine
+    from frontdesk.db.models import TaskEvent as TaskEventRow
+    from frontdesk.db.models import utcnow
+
+    assert await rpc.poll() == 0
+    job = await store.create(caller=ALICE, tool="build_report", pattern="background")
+    slow_engine = create_engine(db_url)
+    try:
+        async with slow_engine.connect() as slow:
+            await slow.begin()
+            await slow.execute(
+                insert(TaskEventRow.__table__).values(
+                    task_id=job.id, at=utcnow(), status="queued", note="slow writer"
+                )
+            )
+            await store.transition(job.id, "running", note="fast writer")
+            assert await rpc.poll() == 2  # "queued" (create) and "running"
+            await slow.commit()
+    finally:
+        await slow_engine.dispose()
+    assert await rpc.poll() == 1
+    assert await rpc.poll() == 0
+    await rpc.flush()
+    assert [(s["payload"]["status"], s["payload"]["note"]) for s in local.sent] == [
+        ("queued", None),
+        ("running", "fast writer"),
+        ("queued", "slow writer"),
+    ]
