@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import stamina
 from sqlalchemy import func, insert, select, update
@@ -40,6 +40,9 @@ from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
 from frontdesk.db.writer import GroupWriter, is_transient
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("frontdesk.store")
 tasks = TaskRow.__table__
@@ -76,39 +79,61 @@ class NotCancellable(FrontdeskError):
         super().__init__(message)
 
 
-def _new_task(
-    *,
-    caller: str,
-    tool: str,
-    pattern: str,
-    status: str = "queued",
-    session_id: str | None = None,
-    department: str | None = None,
-    plugin: str | None = None,
-    args: dict[str, Any] | None = None,
-    idempotency_key: str | None = None,
-    lease_owner: str | None = None,
-    lease_seconds: float | None = None,
-    note: str | None = None,
-) -> dict[str, Any]:
-    """The column values of a new task row (``note`` goes on its first event)."""
+class _TaskKeys(TypedDict):
+    caller: str
+    tool: str
+    pattern: str
+
+
+class NewTask(_TaskKeys, total=False):
+    """What ``TaskStore.create`` takes: ``caller``, ``tool`` and ``pattern``, and optionally
+    the rest (``status`` defaults to "queued"; ``note`` goes on the task's first event)."""
+
+    status: str
+    session_id: str | None
+    department: str | None
+    plugin: str | None
+    args: dict[str, Any] | None
+    idempotency_key: str | None
+    lease_owner: str | None
+    lease_seconds: float | None
+    note: str | None
+
+
+def _row_values(new: NewTask) -> dict[str, Any]:
+    """The column values of a new task row."""
+    unknown = set(new) - NewTask.__required_keys__ - NewTask.__optional_keys__
+    if unknown:
+        raise TypeError(f"unknown task fields: {', '.join(sorted(unknown))}")
     now = utcnow()
+    status = new.get("status", "queued")
+    lease_seconds = new.get("lease_seconds")
     return dict(
-        caller=caller,
-        session_id=session_id,
-        department=department,
-        tool=tool,
-        plugin=plugin,
-        pattern=pattern,
+        caller=new["caller"],
+        session_id=new.get("session_id"),
+        department=new.get("department"),
+        tool=new["tool"],
+        plugin=new.get("plugin"),
+        pattern=new["pattern"],
         status=status,
-        args=args,
-        idempotency_key=idempotency_key,
+        args=new.get("args"),
+        idempotency_key=new.get("idempotency_key"),
         attempts=1 if status == "running" else 0,
-        lease_owner=lease_owner,
+        lease_owner=new.get("lease_owner"),
         lease_expires_at=now + timedelta(seconds=lease_seconds) if lease_seconds else None,
         created_at=now,
         started_at=now if status == "running" else None,
     )
+
+
+@dataclass
+class _Recent:
+    """Tasks to look for before an INSERT, in the same transaction (see create_unless_recent);
+    what was found is left in ``found``, newest first."""
+
+    conditions: list[Condition]
+    key_prefix: str
+    found: list[Task] = field(default_factory=list)
 
 
 class TaskStore(TaskQueries, CallLog, Leases):
@@ -179,73 +204,63 @@ class TaskStore(TaskQueries, CallLog, Leases):
         billing ledger, share its transactions and group commit); returns its result."""
         return await self._writer.run(write)
 
-    async def create(self, **fields: Any) -> Task:
-        """Insert a task and its first event. Fields: ``caller``, ``tool``, ``pattern`` and
-        optionally ``status`` (default "queued"), ``session_id``, ``department``, ``plugin``,
-        ``args``, ``idempotency_key``, ``lease_owner``, ``lease_seconds``, ``note``."""
-        task = await self._insert(_new_task(**fields), fields.get("note"), unless=None)
-        assert task is not None
+    async def create(self, **new: Unpack[NewTask]) -> Task:
+        """Insert a task and its first event."""
+        task = await self._insert(_row_values(new), new.get("note"), None)
+        assert task is not None  # only a lookup can stop an INSERT
         return task
 
     async def create_unless_recent(
-        self, *, key_prefix: str, since: datetime, **fields: Any
+        self, *, key_prefix: str, since: datetime, **new: Unpack[NewTask]
     ) -> tuple[Task | None, list[Task]]:
-        """``create(**fields)`` unless this caller's tool has tasks created since ``since``
+        """``create(**new)`` unless this caller's tool has tasks created since ``since``
         whose key starts with ``key_prefix``: ``(new task, [])``, or ``(None, those tasks
         newest first)``. The lookup and the INSERT are one write transaction, so a critical
         call pays no separate read and two processes cannot both create a first attempt."""
-        recent: list[Condition] = [
-            ("caller", "=", fields["caller"]),
-            ("tool", "=", fields["tool"]),
-            ("created_at", ">=", since),
-            ("idempotency_key", "LIKE", key_prefix + "%"),
-        ]
-        prior: list[Task] = []
-        task = await self._insert(_new_task(**fields), fields.get("note"), unless=(recent, prior))
-        return task, prior
+        recent = _Recent(
+            [
+                ("caller", "=", new["caller"]),
+                ("tool", "=", new["tool"]),
+                ("created_at", ">=", since),
+                ("idempotency_key", "LIKE", key_prefix + "%"),
+            ],
+            key_prefix,
+        )
+        task = await self._insert(_row_values(new), new.get("note"), recent)
+        return task, recent.found
 
     async def _insert(
-        self,
-        values: dict[str, Any],
-        note: str | None,
-        unless: tuple[list[Condition], list[Task]] | None,
+        self, values: dict[str, Any], note: str | None, recent: _Recent | None
     ) -> Task | None:
-        """INSERT a task and its event in one write. With ``unless=(conditions, found)``,
-        tasks matching the conditions are looked up first in the same transaction; if any
-        exist they are put in ``found`` (newest first) and nothing is inserted."""
+        """INSERT a task and its event in one write; with ``recent``, only if no task matches
+        its conditions (looked up first, in the same transaction)."""
         now = values["created_at"]
         hot = self._hot
         if hot is not None:
             sql, params = hot.insert(values)
             insert_one = hot_write(hot, sql, params, now, note)
-            if unless is None:
+            if recent is None:
                 return await self._writer.run_raw(insert_one)
-            conditions, found = unless
-            select_sql, select_params = hot.select(conditions)
+            select_sql, select_params = hot.select(recent.conditions)
 
             def insert_unless(conn: Any, events: list[Any]) -> Task | None:
                 rows = conn.execute(select_sql, select_params).fetchall()
-                found[:] = [Task(*hot.row(r)) for r in rows]
-                return None if found else insert_one(conn, events)
+                recent.found[:] = [Task(*hot.row(r)) for r in rows]
+                return None if recent.found else insert_one(conn, events)
 
             return await self._writer.run_raw(insert_unless)
 
-        lookup = (
-            None
-            if unless is None
-            else select(tasks).where(*_sa_where(unless[0])).order_by(tasks.c.id.desc())
-        )
-
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
-            if lookup is not None and unless is not None:
+            if recent is not None:
                 if conn.dialect.name == "postgresql":
                     # READ COMMITTED would let two processes both see nothing and both
                     # insert; this lock, held to the commit, queues the second behind the first.
-                    key = next(v for c, _, v in unless[0] if c == "idempotency_key")
-                    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
-                found = unless[1]
-                found[:] = [Task.from_row(r) for r in (await conn.execute(lookup)).all()]
-                if found:
+                    lock = func.pg_advisory_xact_lock(func.hashtext(recent.key_prefix))
+                    await conn.execute(select(lock))
+                lookup = select(tasks).where(*_sa_where(recent.conditions))
+                rows = (await conn.execute(lookup.order_by(tasks.c.id.desc()))).all()
+                recent.found[:] = [Task.from_row(r) for r in rows]
+                if recent.found:
                     return None
             task = Task.from_row((await conn.execute(_INSERT_TASK, values)).one())
             await conn.execute(
