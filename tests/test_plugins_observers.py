@@ -159,19 +159,20 @@ def test_hook_calls_share_a_thread_until_one_hangs():
 
 
 async def test_sync_observer_events_share_one_thread():
-    recorder = Recorder()
-    idents: set[int] = set()
-    original = recorder.on_task_event
-
     class Idents:
+        def __init__(self) -> None:
+            self.events: list[int] = []
+            self.idents: set[int] = set()
+
         @hookimpl
         def on_task_event(self, event):
-            idents.add(threading.get_ident())
-            original(event)
+            self.events.append(event)
+            self.idents.add(threading.get_ident())
 
-    registry = host.load(settings(), extra=[("idents", Idents())])
+    observer = Idents()
+    registry = host.load(settings(), extra=[("idents", observer)])
     for event in range(20):
         registry.observe(event)
     await registry.drain(timeout=5)
-    assert recorder.events == list(range(20))
-    assert len(idents) == 1
+    assert observer.events == list(range(20))
+    assert len(observer.idents) == 1 and threading.get_ident() not in observer.idents
