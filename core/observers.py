@@ -142,7 +142,9 @@ class Observers:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a sync caller): fire and forget, a thread each
             for impl in impls:
-                HookThread().submit(impl.function, call_kwargs(impl, {"event": event}))
+                thread = HookThread()
+                thread.submit(impl.function, call_kwargs(impl, {"event": event}))
+                thread.abandon()  # its one call done, the thread exits instead of idling
             return
         queues = self.loops.setdefault(loop, {})
         for impl in impls:

@@ -176,3 +176,30 @@ async def test_sync_observer_events_share_one_thread():
     await registry.drain(timeout=5)
     assert observer.events == list(range(20))
     assert len(observer.idents) == 1 and threading.get_ident() not in observer.idents
+
+
+def test_events_outside_an_event_loop_still_reach_sync_observers():
+    class Seen:
+        def __init__(self) -> None:
+            self.events: list[int] = []
+            self.done = threading.Event()
+
+        @hookimpl
+        def on_task_event(self, event):
+            self.events.append(event)
+            self.done.set()
+
+    observer = Seen()
+    registry = host.load(settings(), extra=[("seen", observer)])
+    before = {t.ident for t in threading.enumerate()}
+    registry.observe(7)  # no running loop here
+    assert observer.done.wait(5) and observer.events == [7]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        extra = [
+            t for t in threading.enumerate() if t.ident not in before and t.name == "frontdesk-hook"
+        ]
+        if not extra:
+            break
+        time.sleep(0.01)
+    assert extra == []  # its thread left after the one call instead of idling
