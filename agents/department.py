@@ -8,10 +8,10 @@ from livekit.agents import Agent, llm
 
 from frontdesk.agents.handoff import transfer_tools
 from frontdesk.core.department import Department
-from frontdesk.core.patterns import function_tool_for
+from frontdesk.agents.patterns import function_tool_for
 
 if TYPE_CHECKING:
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.call import Call
 
 COMMON = """
 You are part of a hotel front desk reached by phone or web. Keep answers short and speakable:
@@ -25,7 +25,7 @@ class DepartmentAgent(Agent):
     def __init__(
         self,
         spec: Department,
-        runtime: CallRuntime,
+        runtime: Call,
         *,
         chat_ctx: llm.ChatContext | None = None,
         arrived_from: str | None = None,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from common import BENCH, ratio, scratch, sqlite_url, summary
+from frontdesk.core.schema import open_store
 
 # -- a call process ---------------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ async def _call_main(
     from frontdesk.db.store import TaskStore
 
     rng = random.Random(seed)
-    store = await TaskStore.open(url)
+    store = await open_store(url)
     latencies: list[float] = []
     errors: list[str] = []
     expected: dict[int, tuple[str, int]] = {}  # task id -> (final status, events we wrote)
@@ -253,7 +254,7 @@ async def run(quick: bool) -> dict[str, Any]:
         with scratch("contention-") as dir_:
             db = dir_ / "shared.db"
             url = sqlite_url(db)
-            store = await TaskStore.open(url)  # migrate once, before anyone starts
+            store = await open_store(url)  # migrate once, before anyone starts
             await store.close()
             out[name] = await scenario(url, db, procs, mode, seconds)
     base = out["baseline_1_process"]["latency_ms"].get("p99")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from common import BENCH, bench_settings, kit_registry, ratio, scratch, sqlite_url, summary
+from frontdesk.core.schema import open_store
 
 # -- the runner process ----------------------------------------------------------------------
 
@@ -37,7 +38,7 @@ async def _runner_main(url: str) -> None:
 
     settings = bench_settings(url)
     registry = kit_registry(settings)
-    store = await TaskStore.open(url)
+    store = await open_store(url)
 
     def observe(event: Any) -> None:
         if event.status in FINISHED:
@@ -101,9 +102,9 @@ async def stop_runner(proc: asyncio.subprocess.Process, reader: asyncio.Task[Non
 async def run(quick: bool) -> dict[str, Any]:
     from livekit.agents import AgentSession
 
-    from frontdesk.core.followups import FollowupWatcher
-    from frontdesk.core.session import CallRuntime
-    from frontdesk.core.testing import ScriptedLLM
+    from frontdesk.agents.followups import FollowupWatcher
+    from frontdesk.agents.runtime import CallRuntime
+    from frontdesk.agents.testing import ScriptedLLM
     from frontdesk.db.store import TaskStore
 
     jobs = 10 if quick else 40
@@ -113,7 +114,7 @@ async def run(quick: bool) -> dict[str, Any]:
         url = sqlite_url(dir_ / "delivery.db")
         settings = bench_settings(url)  # production poll intervals (0.2 s)
         registry = kit_registry(settings)
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         watcher = FollowupWatcher(store, settings.followup_poll_seconds)
         delivered: dict[int, float] = {}
         spoken: dict[int, float] = {}

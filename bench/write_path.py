@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common import percentile, ratio, scratch, sqlite_url, summary
+from frontdesk.core.schema import open_store
 
 UPDATE_SQL = "UPDATE tasks SET status = ?, started_at = ? WHERE id = ? AND status = ?"
 EVENT_SQL = "INSERT INTO task_events (task_id, at, status, note) VALUES (?, ?, ?, ?)"
@@ -47,7 +48,7 @@ class Path_:
 async def _migrated(path: Path) -> None:
     from frontdesk.db.store import TaskStore
 
-    store = await TaskStore.open(sqlite_url(path))
+    store = await open_store(sqlite_url(path))
     await store.close()
 
 
@@ -169,7 +170,7 @@ async def frontdesk_store(
     db = dir_ / f"frontdesk-{tag}.db"
     await _migrated(db)
     ids = _seed(db, tasks)
-    store = await TaskStore.open(sqlite_url(db))
+    store = await open_store(sqlite_url(db))
     if not hot:
         store._hot = None
         store._writer.raw = False

@@ -9,7 +9,6 @@ name and reason and that part is left out, while everything else loads.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,13 +19,15 @@ import pluggy
 
 from frontdesk.core import hookspecs
 from frontdesk.core.department import Department
+from frontdesk.core.errors import ConfigError
 from frontdesk.core.observers import HookTimeout, Observers, call_kwargs, call_with_timeout
+from frontdesk.core.plugin_extras import collect_migrations, collect_settings
+from frontdesk.core.profile import Profile, load_profile
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 
 log = logging.getLogger("frontdesk.plugins")
 
-BUILTINS = ("tasks", "search", "billing", "reports", "analytics")
 ALL = "*"
 TRIAGE = "triage"
 # Triage and the departments generate handoff tools with this prefix; a plugin tool with the
@@ -89,7 +90,28 @@ class Registry:
     skipped: list[PluginInfo] = field(default_factory=list)
     # {"kind": "tool" | "department" | "plugin", "name", "winner", "loser"}
     conflicts: list[dict[str, str]] = field(default_factory=list)
+    profile: Profile = field(default_factory=Profile)
+    # plugin name -> its settings instance (register_settings); problems as one-liners
+    configs: dict[str, Any] = field(default_factory=dict)
+    config_errors: list[str] = field(default_factory=list)
+    # plugin name -> its Alembic versions folder (register_migrations)
+    migrations: dict[str, Any] = field(default_factory=dict)
     _observers: Observers | None = field(default=None, repr=False)
+
+    def require_valid_config(self) -> None:
+        """Raise ``ConfigError`` with the first bad plugin setting; commands that run calls
+        call this before they start, so a bad value is one line and exit code 2."""
+        if self.config_errors:
+            raise ConfigError(self.config_errors[0])
+
+    def instructions_for(self, department: Department) -> str:
+        """A desk's own instructions, then the profile's house style and desk additions."""
+        parts = [department.instructions.strip()]
+        if extra := self.profile.desk(department.name).instructions.strip():
+            parts.append(extra)
+        if house := self.profile.business.instructions.strip():
+            parts.append(house)
+        return "\n".join(p for p in parts if p)
 
     @property
     def errors(self) -> list[str]:
@@ -170,16 +192,24 @@ def _command_name(entry: Any) -> str:
     return fallback.replace("_", "-")
 
 
-def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] = ()) -> Registry:
-    """Discover plugins and build the registry. Never raises because of a plugin.
+def load(
+    settings: Settings | None = None,
+    *,
+    extra: Iterable[tuple[str, Any]] = (),
+    profile: Profile | None = None,
+) -> Registry:
+    """Discover plugins and build the registry. Never raises because of a plugin; raises
+    ``ConfigError`` for a bad profile (the operator's file, named in one line).
 
     ``extra`` adds (name, module-or-object) plugins, as tests and embedders do; the deny-list
-    applies to them, the allow-list (which is for installed plugins) does not.
+    applies to them, the allow-list (which is for installed plugins) does not. ``profile``
+    defaults to ``frontdesk.toml`` or the file ``FRONTDESK_PROFILE`` names.
     """
     settings = settings or Settings()
+    profile = profile if profile is not None else load_profile()
     pm = pluggy.PluginManager("frontdesk")
     pm.add_hookspecs(hookspecs)
-    registry = Registry(pm=pm, hook_timeout=settings.hook_timeout_seconds)
+    registry = Registry(pm=pm, hook_timeout=settings.hook_timeout_seconds, profile=profile)
     allow = Settings.split(settings.load_plugins)
     deny = set(Settings.split(settings.disable_plugins) or [])
 
@@ -210,33 +240,54 @@ def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] =
         _register(registry, info)
     _report_unknown_hooks(registry)
     _collect(registry)
+    collect_settings(registry, _impls(registry, "register_settings"), _run_hook)
+    collect_migrations(registry, _impls(registry, "register_migrations"), _run_hook)
+    _apply_profile(registry)
     for err in registry.errors:
         log.warning("plugin %s", err)
     return registry
 
 
+def _apply_profile(registry: Registry) -> None:
+    """Switch off the desks the profile disables; a desk it names that no plugin registered is
+    the operator's mistake, reported in one line."""
+    profile = registry.profile
+    for name, desk in profile.departments.items():
+        if name != TRIAGE and name not in registry.departments:
+            known = ", ".join([TRIAGE, *registry.departments]) or "none"
+            raise ConfigError(
+                f"{profile.key('departments', name)}: no such department (known: {known})"
+            )
+        if not desk.enabled:
+            if name == TRIAGE:
+                raise ConfigError(f"{profile.key('departments', name, 'enabled')}: triage cannot be switched off")
+            registry.departments.pop(name)
+            for where in registry.tool_departments.values():
+                where.discard(name)
+
+
 def _candidates(
     allow: list[str] | None, deny: set[str], extra: Iterable[tuple[str, Any]]
 ) -> Iterable[tuple[PluginInfo, Callable[[], Any]]]:
-    """Every plugin we know of, in load order, with how to import it (not yet imported)."""
-    for name in BUILTINS:
-        info = PluginInfo(name=name, source="builtin", version=_version("frontdesk"))
-        info.distribution = "frontdesk"
-        if name in deny:
-            info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
-        yield info, lambda name=name: importlib.import_module(f"frontdesk.plugins.{name}")
+    """Every plugin we know of, in load order, with how to import it (not yet imported).
+
+    The built-ins are entry points of the frontdesk distribution itself, found like any other
+    plugin; they load first, and the allow-list (which is for installed plugins) spares them."""
 
     # Sorting makes "first one wins" independent of sys.path and install order.
-    def key(ep: Any) -> tuple[str, str, str]:
-        return (ep.name, _dist_name(ep) or "", ep.value)
+    def key(ep: Any) -> tuple[bool, str, str, str]:
+        return (_dist_name(ep) != "frontdesk", ep.name, _dist_name(ep) or "", ep.value)
 
     for ep in sorted(entry_points(group="frontdesk"), key=key):
         dist = _dist_name(ep)
-        info = PluginInfo(name=ep.name, source="entry point", version=_version(dist))
+        builtin = dist == "frontdesk"
+        info = PluginInfo(
+            name=ep.name, source="builtin" if builtin else "entry point", version=_version(dist)
+        )
         info.distribution = dist
         if ep.name in deny:
             info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
-        elif allow is not None and ep.name not in allow:
+        elif not builtin and allow is not None and ep.name not in allow:
             info.skipped = "not in FRONTDESK_LOAD_PLUGINS"
         yield info, ep.load
 

@@ -1,4 +1,6 @@
-"""Settings from the environment and .env, all prefixed FRONTDESK_ (LiveKit's own are not)."""
+"""Core settings from the environment and .env, all prefixed FRONTDESK_ (LiveKit's own are not).
+
+A plugin's settings are its own class (``register_settings``), never fields here."""
 
 from __future__ import annotations
 
@@ -26,11 +28,7 @@ class Settings(BaseSettings):
     stt: str = "auto"
     tts: str = "auto"
 
-    kb_path: Path | None = None
-    reports_path: Path = Path("reports")
     cache_path: Path | None = None  # synthesized ack audio; default ~/.cache/frontdesk
-    search_web_url: str | None = None
-    sandbox_gateway_seconds: float = Field(0.0, ge=0)
 
     job_lease_seconds: float = Field(30.0, gt=0)
     job_max_attempts: int = Field(3, ge=1)

@@ -1,7 +1,7 @@
-"""The ``@tool`` decorator, ``ToolSpec`` and ``ToolContext``: what a plugin author writes.
+"""The ``@tool`` decorator and ``ToolSpec``: what a plugin author writes.
 
 Nothing here imports livekit, so plugins load fast in CLI commands that never run a session.
-The LiveKit plumbing for each pattern lives in ``frontdesk.core.patterns``.
+The LiveKit plumbing for each pattern lives in ``frontdesk.agents.patterns``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from frontdesk.core.errors import ToolError
-
-if TYPE_CHECKING:
-    from frontdesk.db.store import TaskStore
 
 _log = logging.getLogger("frontdesk.tools")
 
@@ -30,29 +27,6 @@ PATTERNS: tuple[str, ...] = get_args(Pattern)
 # shown in history is capped so a hostile 1 MB argument cannot bloat every listing.
 _MAX_STORED_STRING = 2000
 _CARD_RE = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
-
-
-@dataclass
-class ToolContext:
-    """What a running tool knows about its call. Passed as the tool's first argument."""
-
-    caller: str
-    session_id: str | None
-    task_id: int
-    department: str | None
-    idempotency_key: str
-    store: TaskStore
-    run_ctx: Any = None  # livekit RunContext while a live turn is running, else None
-    hook: Any = None  # the plugin manager's hook relay, for plugin-defined hookspecs
-    settings: Any = None  # frontdesk.core.settings.Settings
-
-    async def progress(self, fraction: float, note: str = "") -> None:
-        """Record progress (0..1) on this task's row, where ``task_status`` can read it.
-        Progress is a courtesy: if the database cannot take it, the work goes on."""
-        try:
-            await self.store.set_progress(self.task_id, max(0.0, min(1.0, float(fraction))), note)
-        except Exception as exc:
-            _log.warning("task %s: progress not recorded: %r", self.task_id, exc)
 
 
 ToolFn = Callable[..., Awaitable[Any]]

@@ -1,7 +1,6 @@
 """The async engine: SQLite (WAL, busy timeout, foreign keys) by default, Postgres by URL.
 
-``open_engine`` also brings the schema to the Alembic head on first use, so a fresh
-``frontdesk.db`` needs no setup step.
+The schema is frontdesk.core.schema's business (core and every plugin's migrations).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from frontdesk.core.errors import ConfigError
+from frontdesk.db.errors import ConfigError
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -93,34 +92,6 @@ def _configure_sqlite(engine: AsyncEngine, *, immediate: bool) -> None:
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-
-async def ensure_schema(engine: AsyncEngine, check: AsyncEngine | None = None) -> None:
-    """Upgrade to the Alembic head if the database is behind; cheap when it is current.
-    ``check`` is the engine to look with (a store's read engine, which never waits on the
-    writer); the upgrade itself runs on ``engine``."""
-    from frontdesk.migrations import head_revision, upgrade_sync
-
-    head = head_revision()
-    async with (check or engine).connect() as conn:
-        if await current_revision(conn) == head:
-            return
-    async with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            # Two workers starting together must not both run the migration.
-            await conn.execute(text("SELECT pg_advisory_xact_lock(724508)"))
-        await conn.run_sync(upgrade_sync)
-
-
-async def current_revision(conn: AsyncConnection) -> str | None:
-    def read(sync_conn: Any) -> str | None:
-        from sqlalchemy import inspect
-
-        if not inspect(sync_conn).has_table("alembic_version"):
-            return None
-        return sync_conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-
-    return await conn.run_sync(read)
 
 
 async def settle_driver_threads(timeout: float = 1.0) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Float, and_, cast, func, literal_column, select
 
-from frontdesk.core.errors import TaskNotFound
+from frontdesk.db.errors import TaskNotFound
 from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED
 from frontdesk.db.models import Task as TaskRow

@@ -18,6 +18,7 @@ import pgtest  # noqa: E402
 from frontdesk.core import host  # noqa: E402
 from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402
+from frontdesk.core.schema import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,7 +99,7 @@ def registry(settings: Settings) -> host.Registry:
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[TaskStore]:
-    s = await TaskStore.open(db_url)
+    s = await open_store(db_url)
     yield s
     await s.close()
 

@@ -245,6 +245,6 @@ if __name__ == "__main__":
         return _load(settings, extra=[*extra, *PLUGINS])
 
     host.load = _with_test_plugins
-    from frontdesk.core.cli import main
+    from frontdesk.agents.programs.cli import main
 
     main()

@@ -25,9 +25,10 @@ from typing import Any
 
 import crashkit
 
-from frontdesk.core.scenario import parse_scenario
+from frontdesk.agents.programs.scenario import parse_scenario
 from frontdesk.core.settings import Settings
-from frontdesk.core.simulate import simulate
+from frontdesk.agents.programs.simulate import simulate
+from frontdesk.core.schema import open_store
 
 TO_LAB = {"user": "the lab please", "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]}
 TO_BILLING = {
@@ -84,7 +85,7 @@ def _queue(url: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[int]:
     from frontdesk.db.store import TaskStore
 
     async def run() -> list[int]:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         try:  # exactly the rows a call's background tool writes
             return [
                 (await store.create(

@@ -54,7 +54,7 @@ def test_console_walks_every_department(tmp_path):
 def test_console_mode_says_which_and_why(monkeypatch, tmp_path):
     import ctypes.util
 
-    from frontdesk.core.console import console_mode
+    from frontdesk.agents.programs.console import console_mode
     from frontdesk.core.settings import Settings
 
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db")

@@ -32,13 +32,14 @@ from livekit.agents import llm
 
 from frontdesk.core import host
 from frontdesk.core.errors import ToolError
-from frontdesk.core.patterns import run_tool
+from frontdesk.agents.patterns import run_tool
 from frontdesk.core.recording import invalid_input_sentence
 from frontdesk.core.runner import Runner
-from frontdesk.core.session import CallRuntime
+from frontdesk.agents.runtime import CallRuntime
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import FINISHED
 from frontdesk.db.store import TaskStore
+from frontdesk.core.schema import open_store
 
 FUZZ_VALIDATE = int(os.environ.get("FRONTDESK_FUZZ_VALIDATE", "1000"))
 FUZZ_EXAMPLES = int(os.environ.get("FRONTDESK_FUZZ_EXAMPLES", "100"))
@@ -157,7 +158,7 @@ class Harness:
             reports_path=tmp / "reports", job_lease_seconds=5,
         )  # fmt: skip
         self.registry = host.load(self.settings)
-        self.store: TaskStore = self.run(TaskStore.open(self.settings.database_url))
+        self.store: TaskStore = self.run(open_store(self.settings.database_url))
         self.runtime = CallRuntime(
             None,  # type: ignore[arg-type]
             store=self.store, registry=self.registry, settings=self.settings, caller="fuzzer",

@@ -10,6 +10,7 @@ from alembic.migration import MigrationContext
 from frontdesk.db.engine import create_engine
 from frontdesk.db.models import Base
 from frontdesk.migrations import downgrade_sync, head_revision, upgrade_sync
+from frontdesk.core.schema import open_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -57,13 +58,13 @@ async def test_schema_created_on_first_use(db_url):
     from frontdesk.db.store import TaskStore
 
     url = db_url
-    store = await TaskStore.open(url)
+    store = await open_store(url)
     try:
         task = await store.create(caller="c", tool="t", pattern="background")
         assert (await store.get(task.id)).status == "queued"
     finally:
         await store.close()
-    again = await TaskStore.open(url)  # already at head: opens without migrating
+    again = await open_store(url)  # already at head: opens without migrating
     await again.close()
 
 

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from frontdesk.core import host
 from frontdesk.core.settings import Settings
+from frontdesk.core.schema import open_store
 
 
 @pytest.fixture(scope="module")
@@ -103,15 +104,15 @@ async def test_a_scripted_conversation_reaches_the_weather_desk(weather, tmp_pat
     # The example from docs/plugins.md, "Testing a plugin": a real AgentSession, a ScriptedLLM.
     from livekit.agents import AgentSession
 
-    from frontdesk.core.session import start_call
-    from frontdesk.core.testing import ScriptedLLM
+    from frontdesk.agents.runtime import start_call
+    from frontdesk.agents.testing import ScriptedLLM
     from frontdesk.db.store import TaskStore
 
     settings = Settings(
         _env_file=None, database_url=f"sqlite+aiosqlite:///{tmp_path}/t.db", load_plugins=""
     )
     registry = host.load(settings, extra=[("weather", weather)])
-    store = await TaskStore.open(settings.database_url)
+    store = await open_store(settings.database_url)
     llm = ScriptedLLM(
         [
             {"say": "Transferring you.", "tools": [{"transfer_to_weather": {}}]},
@@ -136,8 +137,8 @@ async def test_a_scripted_conversation_reaches_the_weather_desk(weather, tmp_pat
 
 async def test_a_scenario_runs_in_process(weather, tmp_path):
     # The other example from docs/plugins.md: the simulator's engine, without a subprocess.
-    from frontdesk.core.scenario import parse_scenario
-    from frontdesk.core.simulate import simulate
+    from frontdesk.agents.programs.scenario import parse_scenario
+    from frontdesk.agents.programs.simulate import simulate
 
     scenario = parse_scenario(
         {

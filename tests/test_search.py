@@ -20,6 +20,7 @@ from frontdesk.core.settings import Settings
 from frontdesk.db.store import TaskStore
 from frontdesk.plugins import knowledge, search
 from frontdesk.plugins.search import search_knowledge, search_web
+from frontdesk.core.schema import open_store
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +41,7 @@ def clean_env(monkeypatch):
 
 @pytest.fixture
 async def store(tmp_path):
-    store = await TaskStore.open(f"sqlite+aiosqlite:///{tmp_path}/t.db")
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path}/t.db")
     yield store
     await store.close()
 

@@ -20,14 +20,15 @@ from livekit import rtc
 from livekit.agents import llm
 
 from frontdesk.core import ToolContext, hookimpl, host, tool
-from frontdesk.core.patterns import run_tool
-from frontdesk.core.rpc import METHOD_CANCEL, METHOD_TASKS, TaskRpc
-from frontdesk.core.scenario import parse_scenario
-from frontdesk.core.session import CallRuntime
-from frontdesk.core.simulate import simulate
+from frontdesk.agents.patterns import run_tool
+from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASKS, TaskRpc
+from frontdesk.agents.programs.scenario import parse_scenario
+from frontdesk.agents.runtime import CallRuntime
+from frontdesk.agents.programs.simulate import simulate
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import TaskStore
 from frontdesk.plugins import ledger
+from frontdesk.core.schema import open_store
 
 GUESSES: list[Any] = [0, -1, 2**31, 2**63, "1 OR 1=1", "1; DROP TABLE tasks", "9e9", None]
 
@@ -219,7 +220,7 @@ async def test_card_numbers_and_cvvs_never_reach_rows_events_or_logs(settings, t
     assert outputs["file_note"]["is_error"] and "card numbers" in outputs["file_note"]["output"]
     assert outputs["parse_note"]["is_error"]
 
-    store = await TaskStore.open(settings.database_url)
+    store = await open_store(settings.database_url)
     try:
         rows = {t.tool: t for t in await store.list(caller="carla", limit=None)}
         assert rows["verify_card"].args == {

@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import traceback
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -22,6 +21,8 @@ from livekit.agents import RunContext, llm
 from livekit.agents.llm import function_tool
 
 from frontdesk.core.errors import ToolError
+from frontdesk.core.execution import SORRY, TIMEOUT, execute, stable_key
+from frontdesk.core.execution import failure as core_failure
 from frontdesk.core.recording import (
     RESTART,
     invalid_input_sentence,
@@ -31,24 +32,23 @@ from frontdesk.core.recording import (
     stored_error,
     to_jsonable,
 )
-from frontdesk.core.tools import ToolContext, ToolSpec
+from frontdesk.core.context import ToolContext
+from frontdesk.core.tools import ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
 
 if TYPE_CHECKING:
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.call import Call
 
 log = logging.getLogger("frontdesk.patterns")
 
 INTERRUPTED = "interrupted by caller"
-TIMEOUT = "timeout"
-SORRY = "Sorry, something went wrong with that. Please try again in a moment."
 STORE_DOWN = (
     "Sorry, I can't do that right now; our records system isn't answering. Let's try again shortly."
 )
 
 
-def function_tool_for(spec: ToolSpec, runtime: CallRuntime, department: str) -> llm.Tool:
+def function_tool_for(spec: ToolSpec, runtime: Call, department: str) -> llm.Tool:
     schema = {"name": spec.name, "description": spec.description, "parameters": spec.json_schema()}
 
     async def handler(raw_arguments: dict[str, Any], context: RunContext) -> Any:
@@ -64,39 +64,11 @@ def for_llm(result: Any) -> str:
     return result if isinstance(result, str) else json.dumps(result, default=str)
 
 
-async def execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Any:
-    """Run the tool body under its timeout. Shared by call processes and the runner."""
-    coro = spec.fn(ctx, **args)
-    if spec.timeout is None:
-        return await coro
-    try:
-        return await asyncio.wait_for(coro, spec.timeout)
-    except asyncio.TimeoutError:
-        raise _Timeout() from None
-
-
-class _Timeout(Exception):
-    pass
-
-
 def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
-    """(error to store, sentence for the caller). Unexpected errors keep details in the log
-    only: their text may hold internals the caller must not hear."""
-    if isinstance(exc, ToolError | llm.ToolError):
+    """As ``frontdesk.core.execution.failure``; LiveKit's own ToolError is a clean message too."""
+    if isinstance(exc, llm.ToolError):
         return stored_error(str(exc)), stored_error(str(exc))
-    if isinstance(exc, _Timeout):
-        return TIMEOUT, f"Sorry, {spec.name.replace('_', ' ')} took too long, so I stopped it."
-    # The traceback says where it broke; the message is masked, as it may quote a card number.
-    where = "".join(traceback.format_tb(exc.__traceback__))
-    log.error(
-        "tool %s failed: %s: %s\n%s", spec.name, type(exc).__name__, stored_error(str(exc)), where
-    )
-    return f"internal error: {type(exc).__name__}", SORRY
-
-
-def stable_key(row_key: str) -> str:
-    """The logical call's key from a row's (``base`` or ``base#attempt``)."""
-    return row_key.split("#", 1)[0]
+    return core_failure(exc, spec)
 
 
 def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
@@ -109,7 +81,7 @@ def _fresh_key(digest: str) -> str:
 
 
 async def _create_critical(
-    runtime: CallRuntime, spec: ToolSpec, digest: str, fields: dict[str, Any]
+    runtime: Call, spec: ToolSpec, digest: str, fields: dict[str, Any]
 ) -> tuple[str, Task | str]:
     """(stable key, the new row or the answer of an earlier attempt).
 
@@ -135,7 +107,7 @@ async def _create_critical(
 
 
 async def run_tool(
-    spec: ToolSpec, runtime: CallRuntime, department: str, raw_args: Any, run_ctx: RunContext | None
+    spec: ToolSpec, runtime: Call, department: str, raw_args: Any, run_ctx: RunContext | None
 ) -> Any:
     store = runtime.store
     common = dict(
@@ -226,7 +198,7 @@ async def run_tool(
         store=store,
         run_ctx=run_ctx,
         hook=runtime.registry.pm.hook,
-        settings=runtime.settings,
+        config=runtime.registry.configs.get(spec.plugin or ""),
     )
     work = asyncio.ensure_future(execute(spec, ctx, args))
     runtime.track(row.id, spec, work)
@@ -265,7 +237,7 @@ async def run_tool(
 
 @contextlib.asynccontextmanager
 async def _ack(
-    spec: ToolSpec, runtime: CallRuntime, run_ctx: RunContext | None
+    spec: ToolSpec, runtime: Call, run_ctx: RunContext | None
 ) -> AsyncIterator[None]:
     """Say the tool's ``ack`` if its work is still running after the threshold."""
     if spec.ack and run_ctx is not None:
@@ -286,7 +258,7 @@ async def _ack(
 
 
 async def finish(
-    runtime: CallRuntime, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]
+    runtime: Call, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]
 ) -> Any:
     """Record how ``work`` ended and return what the LLM should read (or raise ToolError)."""
     runtime.untrack(task_id)
@@ -312,7 +284,7 @@ async def finish(
     raise llm.ToolError(sentence)
 
 
-async def _close(runtime: CallRuntime, task_id: int, status: str, **values: Any) -> None:
+async def _close(runtime: Call, task_id: int, status: str, **values: Any) -> None:
     """Write a task's end. If the database is down the caller still gets the answer now, and
     the write is retried in the background until the database is back (or the call ends)."""
     try:
@@ -322,7 +294,7 @@ async def _close(runtime: CallRuntime, task_id: int, status: str, **values: Any)
         runtime.spawn(record(runtime.store, task_id, status, **values))
 
 
-async def _replay(runtime: CallRuntime, spec: ToolSpec, prior: list[Task]) -> str | None:
+async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | None:
     """A critical call repeated within the window: answer from the first, never redo it.
 
     A row left running by a dead call process (its lease expired) is closed here rather than
@@ -362,7 +334,7 @@ async def _replay(runtime: CallRuntime, spec: ToolSpec, prior: list[Task]) -> st
 
 
 def background_ack(spec: ToolSpec, row: Task) -> str:
-    from frontdesk.core.followups import task_noun
+    from frontdesk.core.wording import task_noun
 
     what = spec.ack or f"I've started your {task_noun(spec.name)}"
     return f"{what.rstrip('.')}; reference number {row.id}. I'll tell you when it's ready."

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from frontdesk.core.host import Registry
-from frontdesk.core.scenario import Scenario, Step
+from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.core.settings import Settings
-from frontdesk.core.simulate import CallDriver, Environment
+from frontdesk.agents.programs.simulate import CallDriver, Environment
 
 HELP = "Type to talk; /tasks lists your tasks, /quit (or Ctrl-D) hangs up."
 
@@ -88,7 +88,7 @@ def console_mode(settings: Settings, env: Any = None) -> tuple[str, str]:
     """("voice" | "text", why), in words an operator can act on."""
     from ctypes.util import find_library
 
-    from frontdesk.core import providers
+    from frontdesk.agents import providers
 
     choices = providers.select_all(settings, env)
     if not choices.voice:

@@ -34,7 +34,8 @@ from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.models import utcnow
 from frontdesk.db.records import as_utc
-from frontdesk.db.store import NotCancellable, TaskEvent
+from frontdesk.db.errors import NotCancellable
+from frontdesk.db.store import TaskEvent
 
 if TYPE_CHECKING:
     from frontdesk.db.store import Task, TaskStore

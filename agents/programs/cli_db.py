@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from frontdesk.core.cli import run_async
+from frontdesk.agents.programs.exits import run_async
 from frontdesk.core.settings import Settings
 
 app = typer.Typer(help="Database schema (Alembic).", no_args_is_help=True)
@@ -74,3 +74,7 @@ def current(db: str | None = DbOption) -> None:
     rev = run_async(_with_conn(_url(db), read))
     head = head_revision()
     typer.echo(f"{rev or 'empty'}{' (head)' if rev == head else f' (head is {head})'}")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="db")

@@ -4,7 +4,7 @@ LiveKit runs each call in its own process (JobExecutorType.PROCESS on Linux), st
 warm pool. ``prewarm`` runs once per such process, before any call is assigned, and pays for
 what is slow to set up: the Silero VAD model, the plugin host (imports every plugin) and the
 store's engine. ``entrypoint`` then only connects, identifies the caller, builds the session's
-providers and hands over to ``frontdesk.core.session.start_call``.
+providers and hands over to ``frontdesk.agents.runtime.start_call``.
 
 ``frontdesk start`` also runs the background runner in the worker's main process, on its own
 thread and event loop, so a CPU-heavy job never delays the worker's dispatch loop.
@@ -19,17 +19,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from frontdesk.core import providers
+from frontdesk.agents import providers
 from frontdesk.core.errors import FrontdeskError
-from frontdesk.core.identity import caller_identity
+from frontdesk.agents.identity import caller_identity
 from frontdesk.core.settings import Settings
 
 if TYPE_CHECKING:
     from livekit.agents import AgentServer, JobContext, JobProcess
 
-    from frontdesk.core.acks import AckCache
+    from frontdesk.agents.acks import AckCache
     from frontdesk.core.host import Registry
-    from frontdesk.core.rpc import TaskRpc
+    from frontdesk.agents.rpc import TaskRpc
     from frontdesk.db.store import TaskStore
 
 log = logging.getLogger("frontdesk.worker")
@@ -73,8 +73,8 @@ class Call:
 
 
 def _default_start_call() -> StartCall:
-    # Imported late: frontdesk.core.session imports livekit.agents and every department.
-    from frontdesk.core.session import start_call
+    # Imported late: frontdesk.agents.runtime imports livekit.agents and every department.
+    from frontdesk.agents.runtime import start_call
 
     return start_call
 
@@ -87,9 +87,9 @@ async def entrypoint(ctx: JobContext) -> None:
 async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> Call:
     from livekit.agents import AgentSession, room_io
 
-    from frontdesk.core.acks import AckCache, default_cache_dir
-    from frontdesk.core.followups import FollowupWatcher
-    from frontdesk.core.rpc import TaskRpc
+    from frontdesk.agents.acks import AckCache, default_cache_dir
+    from frontdesk.agents.followups import FollowupWatcher
+    from frontdesk.agents.rpc import TaskRpc
 
     if STORE not in ctx.proc.userdata:  # a server built without our prewarm, or a fake job
         prewarm(ctx.proc)
@@ -99,7 +99,9 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     registry: Registry = ud[REGISTRY]
 
     # Cheap when the schema is current; a fresh SQLite file is migrated by its first call.
-    await store.ensure_schema()
+    from frontdesk.core.schema import branches, upgrade
+
+    await upgrade(store, branches(registry))
     await ctx.connect()
     participant = await ctx.wait_for_participant()
     caller = caller_identity(participant)
@@ -208,7 +210,7 @@ def build_server(
         initialize_process_timeout=60.0,
         # Room for the runtime's shutdown: critical work plus the fire-and-forget grace.
         shutdown_process_timeout=settings.fire_and_forget_grace_seconds + 55.0,
-        preload_modules=["frontdesk.core.worker"],
+        preload_modules=["frontdesk.agents.programs.worker"],
     )
     server.rtc_session(entrypoint, agent_name=agent_name)
     return server

@@ -14,7 +14,7 @@ from typing import Any
 from livekit.agents import APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 
-from frontdesk.core.testing import reply_chunk
+from frontdesk.agents.testing import reply_chunk
 
 YES = re.compile(
     r"^\s*(yes|yeah|yep|sure|ok(ay)?|confirm(ed)?|go ahead|please do|do it|correct)\b", re.I

@@ -14,25 +14,15 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from frontdesk.core.wording import task_noun
 from frontdesk.db.store import Task, TaskStore
 
 if TYPE_CHECKING:
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.call import Call
 
 log = logging.getLogger("frontdesk.followups")
 
 SUMMARY_LIMIT = 600
-
-
-_VERBS = ("generate", "create", "run", "start", "build", "make", "get", "fetch", "send")
-
-
-def task_noun(tool: str) -> str:
-    """'generate_report' -> 'report': what a caller would call the thing they asked for."""
-    words = tool.split("_")
-    if len(words) > 1 and words[0] in _VERBS:
-        words = words[1:]
-    return " ".join(words)
 
 
 def followup_instructions(task: Task) -> str:
@@ -57,7 +47,7 @@ class FollowupWatcher:
     def __init__(self, store: TaskStore, interval: float = 0.2) -> None:
         self.store = store
         self.interval = interval
-        self.calls: dict[str, list[CallRuntime]] = {}
+        self.calls: dict[str, list[Call]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._version_conn: sqlite3.Connection | None = None
@@ -65,13 +55,13 @@ class FollowupWatcher:
         self._pending: dict[int, Task] = {}
         self.checks = 0
 
-    def add(self, runtime: CallRuntime) -> None:
+    def add(self, runtime: Call) -> None:
         self.calls.setdefault(runtime.caller, []).append(runtime)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._loop(), name="frontdesk.followups")
         self.poke()
 
-    def remove(self, runtime: CallRuntime) -> None:
+    def remove(self, runtime: Call) -> None:
         calls = self.calls.get(runtime.caller, [])
         if runtime in calls:
             calls.remove(runtime)
@@ -137,7 +127,7 @@ class FollowupWatcher:
             self._pending.pop(task_id, None)
             runtime.spawn(self._deliver(runtime, task))
 
-    async def _deliver(self, runtime: CallRuntime, task: Any) -> None:
+    async def _deliver(self, runtime: Call, task: Any) -> None:
         try:
             delivered = await runtime.deliver(task)
         except Exception:

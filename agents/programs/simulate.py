@@ -18,14 +18,15 @@ from typing import Any
 
 from livekit.agents import AgentSession, llm
 
-from frontdesk.core.brain import OfflineBrain
-from frontdesk.core.followups import FollowupWatcher
+from frontdesk.agents.brain import OfflineBrain
+from frontdesk.agents.followups import FollowupWatcher
 from frontdesk.core.host import Registry
 from frontdesk.core.runner import Runner
-from frontdesk.core.scenario import Scenario, Step
-from frontdesk.core.session import CallRuntime
+from frontdesk.agents.programs.scenario import Scenario, Step
+from frontdesk.agents.runtime import CallRuntime
 from frontdesk.core.settings import Settings
-from frontdesk.core.testing import ScriptedLLM
+from frontdesk.agents.testing import ScriptedLLM
+from frontdesk.core.schema import open_store
 from frontdesk.db.store import TaskEvent, TaskStore
 
 Emit = Callable[[dict[str, Any]], None]
@@ -54,8 +55,8 @@ class Environment:
     async def open(
         cls, settings: Settings, registry: Registry, *, runner: bool = True
     ) -> Environment:
-        store = await TaskStore.open(settings.database_url)
-        runner_store = await TaskStore.open(settings.database_url)
+        store = await open_store(settings.database_url, registry)
+        runner_store = await open_store(settings.database_url, registry)
         env = cls(
             settings=settings,
             registry=registry,

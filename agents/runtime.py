@@ -21,9 +21,9 @@ from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.handoff import carried_context, extract_facts
 from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
-from frontdesk.core.followups import FollowupWatcher, followup_instructions
+from frontdesk.agents.followups import FollowupWatcher, followup_instructions
 from frontdesk.core.host import Registry
-from frontdesk.core.progress import Progress
+from frontdesk.agents.progress import Progress
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 from frontdesk.db.store import Task, TaskStore
@@ -60,7 +60,7 @@ class CallRuntime:
         audio: Any = None,
     ) -> None:
         self.session = session
-        self.acks = acks  # frontdesk.core.acks.AckCache when the session has a TTS
+        self.acks = acks  # frontdesk.agents.acks.AckCache when the session has a TTS
         self.progress = Progress(self, audio)
         self.store = store
         self.registry = registry
@@ -154,7 +154,7 @@ class CallRuntime:
             await asyncio.wait(
                 self._background, timeout=self.settings.fire_and_forget_grace_seconds
             )
-        from frontdesk.core.patterns import _close, finish
+        from frontdesk.agents.patterns import _close, finish
 
         for task_id, (spec, work) in list(self.inflight.items()):
             if work.done() and not work.cancelled():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from frontdesk.core import ToolContext, ToolError, hookimpl, tool
 from frontdesk.core.errors import TaskNotFound
-from frontdesk.core.followups import task_noun
+from frontdesk.core.wording import task_noun
 from frontdesk.db.store import NotCancellable, Task
 
 OWN_TOOLS = {"task_status", "my_tasks", "cancel_task"}

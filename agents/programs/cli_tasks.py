@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from frontdesk.core.cli import run_async
+from frontdesk.agents.programs.exits import run_async
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import STATUSES
 
@@ -18,14 +18,14 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable output.")
 
 
 async def _store(db: str | None) -> Any:
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core.schema import open_store
 
-    return await TaskStore.open(db or Settings().database_url)
+    return await open_store(db or Settings().database_url)
 
 
 def _check_status(status: str | None) -> None:
     if status is not None and status not in STATUSES:
-        from frontdesk.core.cli import fail
+        from frontdesk.agents.programs.exits import fail
 
         raise fail(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
 
@@ -55,7 +55,7 @@ def list_(
     if as_json:
         typer.echo(json.dumps([t.to_json() for t in rows], indent=None, default=str))
         return
-    from frontdesk.core.render import task_table
+    from frontdesk.agents.programs.render import task_table
 
     task_table(rows)
 
@@ -76,7 +76,7 @@ def show(task_id: int, as_json: bool = JsonOption, db: str | None = DbOption) ->
     if as_json:
         typer.echo(json.dumps({**task.to_json(), "events": events}, default=str))
         return
-    from frontdesk.core.render import task_detail
+    from frontdesk.agents.programs.render import task_detail
 
     task_detail(task, events)
 
@@ -110,6 +110,10 @@ def stats(as_json: bool = JsonOption, db: str | None = DbOption) -> None:
     if as_json:
         typer.echo(json.dumps(rows))
         return
-    from frontdesk.core.render import stats_table
+    from frontdesk.agents.programs.render import stats_table
 
     stats_table(rows)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="tasks")

@@ -7,15 +7,9 @@ printed as one line on stderr with exit code 2.
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from collections.abc import Callable, Coroutine
-from functools import wraps
-from typing import Any, TypeVar
 
 import typer
-
-from frontdesk.core.errors import FrontdeskError
 
 app = typer.Typer(
     name="frontdesk",
@@ -25,43 +19,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-T = TypeVar("T")
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine, turning operator errors into one line and exit code 2."""
-    try:
-        return asyncio.run(coro)
-    except FrontdeskError as exc:
-        raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
-def operator_errors(fn: Callable[..., T]) -> Callable[..., T]:
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except FrontdeskError as exc:
-            raise fail(str(exc)) from None
-
-    return wrapper
-
-
 def _register_subcommands() -> None:
-    from frontdesk.core import cli_db, cli_plugins, cli_session, cli_tasks, cli_voice
+    from frontdesk.agents.programs import cli_db, cli_plugins, cli_session, cli_tasks, cli_voice
 
-    app.add_typer(cli_tasks.app, name="tasks")
-    app.add_typer(cli_db.app, name="db")
-    app.add_typer(cli_plugins.app, name="plugins")
-    cli_session.register(app)
-    cli_voice.register(app)
+    for module in (cli_tasks, cli_db, cli_plugins, cli_session, cli_voice):
+        module.register(app)
 
 
 def _register_plugin_commands() -> None:

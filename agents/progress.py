@@ -13,10 +13,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from frontdesk.core.followups import task_noun
+from frontdesk.core.wording import task_noun
 
 if TYPE_CHECKING:
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.call import Call
 
 log = logging.getLogger("frontdesk.progress")
 
@@ -28,7 +28,7 @@ def thinking_clip() -> Any:
 
 
 class Progress:
-    def __init__(self, runtime: CallRuntime, audio: Any = None) -> None:
+    def __init__(self, runtime: Call, audio: Any = None) -> None:
         self.runtime = runtime
         self.audio = audio  # a started BackgroundAudioPlayer, or None
         self.spoken: dict[int, float] = {}  # job id -> progress last announced

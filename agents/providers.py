@@ -233,7 +233,7 @@ def build_llm(choice: Choice, env: Mapping[str, str] | None = None) -> Any:
     """A ``livekit.agents.llm.LLM`` for the choice (the offline brain for ``offline``)."""
     env = provider_env() if env is None else env
     if choice.provider == "offline":
-        from frontdesk.core.brain import OfflineBrain
+        from frontdesk.agents.brain import OfflineBrain
 
         return OfflineBrain()
     if choice.provider == "openai":

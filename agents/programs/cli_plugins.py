@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from frontdesk.core.cli import fail
+from frontdesk.agents.programs.exits import fail
 
 app = typer.Typer(help="Plugins: list, install, uninstall.", no_args_is_help=True)
 
@@ -150,3 +150,7 @@ def _package_of(name: str) -> str | None:
 
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="plugins")

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import typer
 
-from frontdesk.core import providers
-from frontdesk.core.cli import fail, run_async
+from frontdesk.agents import providers
+from frontdesk.agents.programs.exits import fail, run_async
 from frontdesk.core.errors import ConfigError, FrontdeskError
 from frontdesk.core.settings import Settings
 from frontdesk.db.engine import mask_url

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from frontdesk.core.cli import fail, operator_errors, run_async
+from frontdesk.agents.programs.exits import fail, operator_errors, run_async
 from frontdesk.core.settings import Settings
 
 TOUR = Path(__file__).resolve().parent.parent / "examples" / "calls" / "tour.yaml"
@@ -52,7 +52,7 @@ def simulate(
 ) -> None:
     """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
     from frontdesk.core.errors import FrontdeskError
-    from frontdesk.core.scenario import load_scenario
+    from frontdesk.agents.programs.scenario import load_scenario
 
     try:
         settings = _settings(db)
@@ -71,8 +71,8 @@ def _run(
 ) -> list[str]:
     _quiet_logs()
     from frontdesk.core import host
-    from frontdesk.core.render import transcript_line
-    from frontdesk.core.simulate import simulate as run_sim
+    from frontdesk.agents.programs.render import transcript_line
+    from frontdesk.agents.programs.simulate import simulate as run_sim
 
     registry = host.load(settings)
 
@@ -89,7 +89,7 @@ def _run(
 @operator_errors
 def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
     """Simulate the bundled tour: every department, a hang-up and a follow-up."""
-    from frontdesk.core.scenario import load_scenario
+    from frontdesk.agents.programs.scenario import load_scenario
 
     settings = _settings(db)
     path = TOUR if TOUR.exists() else Path("examples/calls/tour.yaml")
@@ -105,15 +105,15 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
         failures = _run([scenario], settings, False, 1)
 
     async def table() -> list[Any]:
-        from frontdesk.db.store import TaskStore
+        from frontdesk.core.schema import open_store
 
-        store = await TaskStore.open(settings.database_url)
+        store = await open_store(settings.database_url)
         try:
             return await store.list(caller=scenario.caller, limit=100)
         finally:
             await store.close()
 
-    from frontdesk.core.render import artifact_paths, console, task_table
+    from frontdesk.agents.programs.render import artifact_paths, console, task_table
 
     rows = list(reversed(run_async(table())))
     task_table(rows, title=f"tasks for {scenario.caller}")
@@ -161,9 +161,9 @@ def console(
     _quiet_logs()
     settings = _settings(db)
     from frontdesk.core import host
-    from frontdesk.core.console import HELP, console_mode, run_console, run_voice_console
+    from frontdesk.agents.programs.console import HELP, console_mode, run_console, run_voice_console
     from frontdesk.core.errors import FrontdeskError
-    from frontdesk.core.render import console as out
+    from frontdesk.agents.programs.render import console as out
 
     try:
         mode, why = console_mode(settings)
@@ -174,7 +174,7 @@ def console(
         run_voice_console(settings)
         return
     make_llm = None
-    from frontdesk.core import providers
+    from frontdesk.agents import providers
 
     llm_choice = providers.select_all(settings).llm
     if llm_choice.enabled:

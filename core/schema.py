@@ -1,0 +1,76 @@
+"""The schema: core's Alembic branch and every loaded plugin's, brought to their heads.
+
+``open_store`` is how every process that writes opens the TaskStore: a fresh database needs no
+setup step. Read-only commands open it without ``upgrade`` and never create or migrate it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import stamina
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from frontdesk.db.store import TaskStore
+from frontdesk.db.writer import is_transient
+from frontdesk.migrations import CORE, Branch, current_sync, upgrade_sync
+
+if TYPE_CHECKING:
+    from frontdesk.core.host import Registry
+
+# Two workers starting together must not both run a migration (Postgres advisory lock key).
+_MIGRATION_LOCK = 724508
+
+
+def branches(registry: Registry | None = None) -> list[Branch]:
+    """Core's branch, then each loaded plugin's that registered migrations."""
+    found = [CORE]
+    if registry is not None:
+        found += [Branch(name, path) for name, path in registry.migrations.items()]
+    return found
+
+
+async def current(conn: AsyncConnection, wanted: list[Branch]) -> dict[str, str | None]:
+    """Each branch's revision in the database (None where it has none)."""
+
+    def read(sync_conn: Any) -> dict[str, str | None]:
+        return {b.name: current_sync(sync_conn, b) for b in wanted}
+
+    return await conn.run_sync(read)
+
+
+async def upgrade(store: TaskStore, wanted: list[Branch]) -> None:
+    """Bring every branch to its head; a cheap read when all are. Processes that open a fresh
+    SQLite file together can meet its first writer's locks (switching to WAL, migrating) where
+    the busy timeout does not apply, so "locked" is retried."""
+    async with store.read_engine.connect() as conn:
+        now = await current(conn, wanted)
+    behind = [b for b in wanted if now.get(b.name) != b.head]
+    if not behind:
+        return
+    async for attempt in stamina.retry_context(
+        on=is_transient, attempts=10, timeout=60.0, wait_initial=0.05, wait_max=2.0
+    ):
+        with attempt:
+            async with store.write_engine.begin() as conn:
+                if store.dialect == "postgresql":
+                    await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+                for branch in behind:
+                    await conn.run_sync(upgrade_sync, branch)
+
+
+async def open_store(url: str, registry: Registry | None = None) -> TaskStore:
+    """A TaskStore on ``url`` with core's schema and the loaded plugins' at their heads.
+
+    Without a ``registry`` the default plugins are loaded to find their migrations."""
+    if registry is None:
+        from frontdesk.core import host
+
+        registry = host.load()
+    wanted = branches(registry)
+
+    async def prepare(store: TaskStore) -> None:
+        await upgrade(store, wanted)
+
+    return await TaskStore.open(url, prepare=prepare)
