@@ -23,9 +23,7 @@ def transfer_tools(runtime: Call, current: str) -> list[llm.Tool]:
     return tools
 
 
-def _transfer_tool(
-    runtime: Call, target: str, description: str, keywords: list[str]
-) -> llm.Tool:
+def _transfer_tool(runtime: Call, target: str, description: str, keywords: list[str]) -> llm.Tool:
     topics = f" Topics: {', '.join(keywords)}." if keywords else ""
     schema = {
         "name": f"transfer_to_{target}",

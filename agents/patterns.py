@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from livekit.agents import RunContext, llm
 from livekit.agents.llm import function_tool
 
+from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
-from frontdesk.core.execution import SORRY, TIMEOUT, execute, stable_key
+from frontdesk.core.execution import execute, stable_key
 from frontdesk.core.execution import failure as core_failure
 from frontdesk.core.recording import (
     RESTART,
@@ -32,7 +33,6 @@ from frontdesk.core.recording import (
     stored_error,
     to_jsonable,
 )
-from frontdesk.core.context import ToolContext
 from frontdesk.core.tools import ToolSpec
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
@@ -236,9 +236,7 @@ async def run_tool(
 
 
 @contextlib.asynccontextmanager
-async def _ack(
-    spec: ToolSpec, runtime: Call, run_ctx: RunContext | None
-) -> AsyncIterator[None]:
+async def _ack(spec: ToolSpec, runtime: Call, run_ctx: RunContext | None) -> AsyncIterator[None]:
     """Say the tool's ``ack`` if its work is still running after the threshold."""
     if spec.ack and run_ctx is not None:
         ack: str = spec.ack
@@ -257,9 +255,7 @@ async def _ack(
         yield
 
 
-async def finish(
-    runtime: Call, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]
-) -> Any:
+async def finish(runtime: Call, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]) -> Any:
     """Record how ``work`` ended and return what the LLM should read (or raise ToolError)."""
     runtime.untrack(task_id)
     if work.cancelled():

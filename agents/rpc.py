@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, or_, select
 
 from frontdesk.core.errors import TaskNotFound
+from frontdesk.db.errors import NotCancellable
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.models import utcnow
 from frontdesk.db.records import as_utc
-from frontdesk.db.errors import NotCancellable
 from frontdesk.db.store import TaskEvent
 
 if TYPE_CHECKING:

@@ -18,19 +18,17 @@ from typing import Any
 from livekit.agents import Agent, AgentSession, llm
 
 from frontdesk.agents.department import DepartmentAgent
+from frontdesk.agents.followups import FollowupWatcher, followup_instructions
 from frontdesk.agents.handoff import carried_context, extract_facts
+from frontdesk.agents.progress import Progress
 from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
-from frontdesk.agents.followups import FollowupWatcher, followup_instructions
 from frontdesk.core.host import Registry
-from frontdesk.agents.progress import Progress
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
 from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.session")
-
-GREETING = "Hello, you've reached the Harbor Light Hotel front desk. How can I help?"
 
 
 @contextlib.contextmanager
@@ -86,7 +84,9 @@ class CallRuntime:
         return [self.triage_spec(), *self.registry.departments.values()]
 
     def triage_spec(self) -> Department:
-        return triage_department(list(self.registry.departments.values()))
+        return triage_department(
+            list(self.registry.departments.values()), self.registry.profile.business.name
+        )
 
     def make_agent(self, name: str, *, arrived_from: str | None = None) -> DepartmentAgent:
         spec = self.triage_spec() if name == TRIAGE else self.registry.departments[name]
@@ -116,7 +116,7 @@ class CallRuntime:
     async def greet(self, agent: DepartmentAgent) -> None:
         # A fixed greeting costs no LLM request, so a scenario's first scripted reply answers
         # the caller's first words. Pending results from earlier calls follow at once.
-        self.session.say(GREETING)
+        self.session.say(self.registry.profile.business.greeting_text())
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -7,9 +7,9 @@ import logging
 import traceback
 from typing import Any
 
+from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.recording import stored_error
-from frontdesk.core.context import ToolContext
 from frontdesk.core.tools import ToolSpec
 
 log = logging.getLogger("frontdesk.patterns")

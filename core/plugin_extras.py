@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_settings import BaseSettings
 
 from frontdesk.core import plugin_settings
+from frontdesk.core.registry import Registry, _run_hook
 
-if TYPE_CHECKING:
-    from frontdesk.core.host import Registry
-
-RunHook = Callable[..., bool]
 _BRANCH = re.compile(r"^branch_labels\s*=\s*\(?\s*['\"]([\w-]+)['\"]", re.M)
 _BASE = re.compile(r"^down_revision\s*=\s*None\b", re.M)
 
 
-def collect_settings(registry: Registry, impls: list[Any], run_hook: RunHook) -> None:
+def collect_settings(registry: Registry, impls: list[Any]) -> None:
     for impl in impls:
         info = registry.plugins[impl.plugin_name]
         staged: list[Any] = []
-        if not run_hook(registry, info, impl, "register_settings", register=staged.append):
+        if not _run_hook(registry, info, impl, "register_settings", register=staged.append):
             continue
         if len(staged) != 1:
             info.errors.append(f"register_settings registered {len(staged)} classes; use one")
@@ -39,11 +35,11 @@ def collect_settings(registry: Registry, impls: list[Any], run_hook: RunHook) ->
             info.errors.append(f"settings: {exc}")
 
 
-def collect_migrations(registry: Registry, impls: list[Any], run_hook: RunHook) -> None:
+def collect_migrations(registry: Registry, impls: list[Any]) -> None:
     for impl in impls:
         info = registry.plugins[impl.plugin_name]
         staged: list[Any] = []
-        if not run_hook(registry, info, impl, "register_migrations", register=staged.append):
+        if not _run_hook(registry, info, impl, "register_migrations", register=staged.append):
             continue
         for path in staged:
             if problem := _problem(info.name, path):

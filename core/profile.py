@@ -65,8 +65,8 @@ class Profile(BaseModel):
     departments: dict[str, Desk] = {}
     plugins: dict[str, dict[str, Any]] = {}
 
-    # Where it was read from, for messages; not part of the file.
-    source: str = DEFAULT_FILE
+    # The file it was read from, for messages (None: no profile, the neutral front desk).
+    source: str | None = None
 
     def desk(self, name: str) -> Desk:
         return self.departments.get(name) or Desk()
@@ -76,7 +76,7 @@ class Profile(BaseModel):
 
     def key(self, *parts: str) -> str:
         """``frontdesk.toml: departments.billing.enabled``: how a message names a key."""
-        return f"{self.source}: {'.'.join(parts)}"
+        return f"{self.source or DEFAULT_FILE}: {'.'.join(parts)}"
 
 
 def profile_path(explicit: str | Path | None = None) -> Path | None:

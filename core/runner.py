@@ -18,15 +18,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from frontdesk.core.errors import ToolError
-from frontdesk.core.host import Registry
-from frontdesk.core.execution import execute, failure, stable_key
-from frontdesk.core.recording import RESTART, record, stored_error, to_jsonable
-from frontdesk.core.settings import Settings
 from frontdesk.core.context import ToolContext
+from frontdesk.core.errors import ToolError
+from frontdesk.core.execution import execute, failure, stable_key
+from frontdesk.core.host import Registry
+from frontdesk.core.recording import RESTART, record, stored_error, to_jsonable
+from frontdesk.core.schema import open_store
+from frontdesk.core.settings import Settings
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task, TaskStore
-from frontdesk.core.schema import open_store
 
 log = logging.getLogger("frontdesk.runner")
 

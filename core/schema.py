@@ -74,3 +74,33 @@ async def open_store(url: str, registry: Registry | None = None) -> TaskStore:
         await upgrade(store, wanted)
 
     return await TaskStore.open(url, prepare=prepare)
+
+
+async def open_existing(url: str) -> TaskStore:
+    """A TaskStore on a frontdesk database that already exists, for commands that only read
+    (or change a row): it never creates a file, a table or a migration. A missing or foreign
+    database is one ``FrontdeskError`` saying how to create one."""
+    from pathlib import Path
+
+    from frontdesk.core.errors import FrontdeskError
+    from frontdesk.db.engine import mask_url, parse_url
+
+    parsed = parse_url(url)
+    hint = f"`frontdesk db upgrade --db {mask_url(url)}` creates one"
+    if parsed.get_backend_name() == "sqlite":
+        path = parsed.database or ""
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise FrontdeskError(f"no frontdesk database at {path}; {hint}")
+
+    async def require(store: TaskStore) -> None:
+        async with store.read_engine.connect() as conn:
+            revision = (await current(conn, [CORE]))[CORE.name]
+        if revision is None:
+            raise FrontdeskError(f"no frontdesk database at {mask_url(url)}; {hint}")
+        if revision != CORE.head:
+            raise FrontdeskError(
+                f"database {mask_url(url)} is at schema {revision}, this frontdesk needs "
+                f"{CORE.head}: run `frontdesk db upgrade`"
+            )
+
+    return await TaskStore.open(url, prepare=require)

@@ -22,7 +22,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
-from frontdesk.db.errors import NotCancellable, StoreUnavailable
 from frontdesk.db.calls import CallLog
 from frontdesk.db.engine import (
     create_engine,
@@ -30,6 +29,7 @@ from frontdesk.db.engine import (
     mask_url,
     settle_driver_threads,
 )
+from frontdesk.db.errors import NotCancellable, StoreUnavailable
 from frontdesk.db.hotpath import Condition, HotSql, hot_write
 from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow

@@ -16,9 +16,9 @@ import kit  # noqa: E402
 import pgtest  # noqa: E402
 
 from frontdesk.core import host  # noqa: E402
+from frontdesk.core.schema import open_store  # noqa: E402
 from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402
-from frontdesk.core.schema import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,12 +76,19 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(autouse=True)
+def _plugin_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Plugins' own settings come from FRONTDESK_<PLUGIN>_* (register_settings): keep what a
+    # test writes inside its tmp_path, and read no developer's profile.
+    monkeypatch.setenv("FRONTDESK_REPORTS_PATH", str(tmp_path / "reports"))
+    monkeypatch.delenv("FRONTDESK_PROFILE", raising=False)
+
+
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Settings:
     return Settings(
         database_url=db_url,
         load_plugins="",
-        reports_path=tmp_path / "reports",
         job_lease_seconds=3,
         followup_poll_seconds=0.05,
         runner_poll_seconds=0.05,

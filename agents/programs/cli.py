@@ -19,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def _register_subcommands() -> None:
     from frontdesk.agents.programs import cli_db, cli_plugins, cli_session, cli_tasks, cli_voice
 

@@ -1,4 +1,5 @@
-"""``frontdesk db``: Alembic upgrade, current and downgrade on the configured database."""
+"""``frontdesk db``: Alembic upgrade, current and downgrade, for core's branch and every loaded
+plugin's (each keeps its own version table; see migrations/__init__.py)."""
 
 from __future__ import annotations
 
@@ -6,35 +7,49 @@ from typing import Any
 
 import typer
 
-from frontdesk.agents.programs.exits import run_async
+from frontdesk.agents.programs.exits import fail, run_async
 from frontdesk.core.settings import Settings
 
-app = typer.Typer(help="Database schema (Alembic).", no_args_is_help=True)
+app = typer.Typer(
+    help="Database schema (Alembic): core and every plugin's branch.", no_args_is_help=True
+)
 
 DbOption = typer.Option(None, "--db", help="Database URL (default: FRONTDESK_DATABASE_URL).")
+BranchOption = typer.Option(
+    None, "--branch", help="Only this branch: frontdesk (core) or a plugin's name."
+)
 
 
 async def _with_conn(url: str, fn: Any, *args: Any) -> Any:
-    from frontdesk.db.engine import create_engine
+    from frontdesk.core.errors import FrontdeskError
+    from frontdesk.db.engine import create_engine, mask_url, settle_driver_threads
 
     engine = create_engine(url, immediate=True)
     try:
         async with engine.begin() as conn:
             return await conn.run_sync(fn, *args)
     except Exception as exc:
-        from frontdesk.core.errors import FrontdeskError
-
         if isinstance(exc, FrontdeskError):
             raise
-        from frontdesk.db.engine import mask_url
-
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         raise FrontdeskError(f"database {mask_url(url)}: {reason}") from None
     finally:
         await engine.dispose()
-        from frontdesk.db.engine import settle_driver_threads
-
         await settle_driver_threads()
+
+
+def _branches(branch: str | None) -> list[Any]:
+    from frontdesk.core import host
+    from frontdesk.core.schema import branches
+
+    found = branches(host.load())
+    if branch is None:
+        return found
+    chosen = [b for b in found if b.name == branch]
+    if not chosen:
+        names = ", ".join(b.name for b in found)
+        raise fail(f"no migration branch {branch!r}; loaded branches: {names}")
+    return chosen
 
 
 def _url(db: str | None) -> str:
@@ -42,38 +57,45 @@ def _url(db: str | None) -> str:
 
 
 @app.command()
-def upgrade(revision: str = typer.Argument("head"), db: str | None = DbOption) -> None:
-    """Upgrade the schema (default: to the newest revision)."""
+def upgrade(
+    revision: str = typer.Argument("head", help="With --branch: a revision of that branch."),
+    db: str | None = DbOption,
+    branch: str | None = BranchOption,
+) -> None:
+    """Upgrade core and every loaded plugin's schema (default: each to its newest revision)."""
     from frontdesk.migrations import upgrade_sync
 
-    run_async(_with_conn(_url(db), upgrade_sync, revision))
-    typer.echo(f"upgraded to {revision}")
+    if revision != "head" and branch is None:
+        raise fail("a revision other than head needs --branch")
+    for b in _branches(branch):
+        run_async(_with_conn(_url(db), upgrade_sync, b, revision))
+        typer.echo(f"{b.name}: upgraded to {revision}")
 
 
 @app.command()
 def downgrade(
-    revision: str = typer.Argument(..., help="e.g. -1 or base"), db: str | None = DbOption
+    revision: str = typer.Argument(..., help="e.g. -1 or base"),
+    db: str | None = DbOption,
+    branch: str = typer.Option(..., "--branch", help="frontdesk (core) or a plugin's name."),
 ) -> None:
-    """Downgrade the schema."""
+    """Downgrade one branch's schema."""
     from frontdesk.migrations import downgrade_sync
 
-    run_async(_with_conn(_url(db), downgrade_sync, revision))
-    typer.echo(f"downgraded to {revision}")
+    for b in _branches(branch):
+        run_async(_with_conn(_url(db), downgrade_sync, b, revision))
+        typer.echo(f"{b.name}: downgraded to {revision}")
 
 
 @app.command()
-def current(db: str | None = DbOption) -> None:
-    """Show the database's revision and whether it is the head."""
-    from frontdesk.migrations import head_revision
+def current(db: str | None = DbOption, branch: str | None = BranchOption) -> None:
+    """Show each branch's revision and whether it is its head."""
+    from frontdesk.migrations import current_sync
 
-    def read(sync_conn: Any) -> str | None:
-        from alembic.migration import MigrationContext
-
-        return MigrationContext.configure(sync_conn).get_current_revision()
-
-    rev = run_async(_with_conn(_url(db), read))
-    head = head_revision()
-    typer.echo(f"{rev or 'empty'}{' (head)' if rev == head else f' (head is {head})'}")
+    for b in _branches(branch):
+        rev = run_async(_with_conn(_url(db), current_sync, b))
+        head = b.head
+        state = " (head)" if rev == head else f" (head is {head})"
+        typer.echo(f"{b.name}: {rev or 'empty'}{state}")
 
 
 def register(root: typer.Typer) -> None:

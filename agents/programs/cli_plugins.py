@@ -107,9 +107,9 @@ def uninstall(
     name: str = typer.Argument(..., help="A plugin name (as in `plugins list`) or a package."),
 ) -> None:
     """Uninstall a plugin's package from frontdesk's environment with pip."""
-    from frontdesk.core.host import BUILTINS
+    from frontdesk.core.host import builtin_names
 
-    if name in BUILTINS or name.replace("_", "-").lower() == "frontdesk":
+    if name in builtin_names() or name.replace("_", "-").lower() == "frontdesk":
         raise fail(f"{name} is built in; disable it with FRONTDESK_DISABLE_PLUGINS={name}")
     package = _package_of(name)
     if package is None:

@@ -17,7 +17,9 @@ import typer
 from frontdesk.agents.programs.exits import fail, operator_errors, run_async
 from frontdesk.core.settings import Settings
 
-TOUR = Path(__file__).resolve().parent.parent / "examples" / "calls" / "tour.yaml"
+TOUR = Path(__file__).resolve().parents[2] / "examples" / "calls" / "tour.yaml"
+# The demo business (profile, knowledge base, slow web-search stand-in): examples/demo/.
+DEMO = TOUR.parent.parent / "demo"
 
 
 def _settings(db: str | None) -> Settings:
@@ -51,8 +53,8 @@ def simulate(
     ),
 ) -> None:
     """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
-    from frontdesk.core.errors import FrontdeskError
     from frontdesk.agents.programs.scenario import load_scenario
+    from frontdesk.core.errors import FrontdeskError
 
     try:
         settings = _settings(db)
@@ -70,11 +72,12 @@ def _run(
     loaded: list[Any], settings: Settings, as_json: bool, callers: int, runner: bool = True
 ) -> list[str]:
     _quiet_logs()
-    from frontdesk.core import host
     from frontdesk.agents.programs.render import transcript_line
     from frontdesk.agents.programs.simulate import simulate as run_sim
+    from frontdesk.core import host
 
     registry = host.load(settings)
+    registry.require_valid_config()
 
     def emit(event: dict[str, Any]) -> None:
         if as_json:
@@ -86,23 +89,50 @@ def _run(
     return run_async(run_sim(loaded, settings, registry, emit, callers=callers, runner=runner))
 
 
+def _demo_search(demo_dir: Path) -> Any:
+    """The demo's slow loopback web search (examples/demo/search_server.py, not part of the
+    package): ``serve()`` as a context manager yielding its URL."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "frontdesk_demo_search", demo_dir / "search_server.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.serve()
+
+
 @operator_errors
 def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
-    """Simulate the bundled tour: every department, a hang-up and a follow-up."""
+    """Simulate the bundled tour: every department, a hang-up and a follow-up.
+
+    The tour is the demo hotel's: its profile is FRONTDESK_PROFILE, else
+    examples/demo/frontdesk.toml."""
+    import os
+
     from frontdesk.agents.programs.scenario import load_scenario
 
     settings = _settings(db)
     path = TOUR if TOUR.exists() else Path("examples/calls/tour.yaml")
-    if not path.exists():
+    demo_dir = DEMO if DEMO.is_dir() else Path("examples/demo")
+    if not path.exists() or not demo_dir.is_dir():
         raise fail(
-            "the tour scenario examples/calls/tour.yaml is not here; run demo from a checkout"
+            "the tour (examples/calls/tour.yaml, examples/demo/) is not here; run demo from a checkout"
         )
     scenario = load_scenario(path)
-    from frontdesk.core.demo_search import serve
-
-    with serve() as search_url:
-        settings = settings.model_copy(update={"search_web_url": search_url})
-        failures = _run([scenario], settings, False, 1)
+    saved = {k: os.environ.get(k) for k in ("FRONTDESK_PROFILE", "FRONTDESK_SEARCH_WEB_URL")}
+    os.environ.setdefault("FRONTDESK_PROFILE", str(demo_dir / "frontdesk.toml"))
+    try:
+        with _demo_search(demo_dir) as search_url:
+            os.environ["FRONTDESK_SEARCH_WEB_URL"] = search_url  # the search plugin's web_url
+            failures = _run([scenario], settings, False, 1)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
     async def table() -> list[Any]:
         from frontdesk.core.schema import open_store
@@ -148,7 +178,9 @@ async def run_runner(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await serve(settings, host.load(settings), stop)
+    registry = host.load(settings)
+    registry.require_valid_config()
+    await serve(settings, registry, stop)
 
 
 @operator_errors
@@ -160,10 +192,10 @@ def console(
     """Talk to the concierge in the terminal: voice with PortAudio and keys, text otherwise."""
     _quiet_logs()
     settings = _settings(db)
-    from frontdesk.core import host
     from frontdesk.agents.programs.console import HELP, console_mode, run_console, run_voice_console
-    from frontdesk.core.errors import FrontdeskError
     from frontdesk.agents.programs.render import console as out
+    from frontdesk.core import host
+    from frontdesk.core.errors import FrontdeskError
 
     try:
         mode, why = console_mode(settings)
@@ -186,6 +218,7 @@ def console(
     reason = "--text given" if mode == "voice" else why
     out.print(f"[bold]frontdesk console[/bold] — text ({reason}); {brain}. {HELP}")
     registry = host.load(settings)
+    registry.require_valid_config()
 
     def emit(event: dict[str, Any]) -> None:
         kind = event["type"]

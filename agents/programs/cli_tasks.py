@@ -18,9 +18,9 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable output.")
 
 
 async def _store(db: str | None) -> Any:
-    from frontdesk.core.schema import open_store
+    from frontdesk.core.schema import open_existing
 
-    return await open_store(db or Settings().database_url)
+    return await open_existing(db or Settings().database_url)
 
 
 def _check_status(status: str | None) -> None:

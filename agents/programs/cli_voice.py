@@ -126,9 +126,9 @@ def _audio_section() -> list[dict[str, Any]]:
     ]
 
 
-async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
-    from frontdesk.db.engine import create_engine, current_revision, parse_url
-    from frontdesk.migrations import head_revision
+async def _database_section(url: str, wanted: list[Any]) -> tuple[list[dict[str, Any]], bool]:
+    from frontdesk.core.schema import current
+    from frontdesk.db.engine import create_engine, parse_url
 
     rows: list[dict[str, Any]] = [{"item": "URL", "status": "ok", "detail": mask_url(url)}]
     try:
@@ -137,7 +137,6 @@ async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
         rows.append({"item": "reachable", "status": "error", "detail": _scrub(str(exc), [url])})
         return rows, False
     secrets = [parsed.password or ""] if parsed.password else []
-    head = head_revision()
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database or ""
         if db and db != ":memory:" and not Path(db).exists():
@@ -157,11 +156,11 @@ async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
     engine = create_engine(url)
     try:
 
-        async def probe() -> str | None:
+        async def probe() -> dict[str, str | None]:
             async with engine.connect() as conn:
-                return await current_revision(conn)
+                return await current(conn, wanted)
 
-        revision = await asyncio.wait_for(probe(), DB_TIMEOUT_SECONDS)
+        revisions = await asyncio.wait_for(probe(), DB_TIMEOUT_SECONDS)
     except Exception as exc:
         detail = f"no: {type(exc).__name__}: {_scrub(str(exc), secrets)}".splitlines()[0]
         rows.append({"item": "reachable", "status": "error", "detail": detail})
@@ -169,31 +168,24 @@ async def _database_section(url: str) -> tuple[list[dict[str, Any]], bool]:
     finally:
         await engine.dispose()
     rows.append({"item": "reachable", "status": "ok", "detail": "yes"})
-    if revision == head:
-        rows.append({"item": "schema", "status": "ok", "detail": f"at the head ({head})"})
-    elif revision is None:
-        rows.append(
-            {
-                "item": "schema",
-                "status": "warn",
-                "detail": f"empty; migrated to {head} on first use, or run `frontdesk db upgrade`",
-            }
-        )
-    else:
-        rows.append(
-            {
-                "item": "schema",
-                "status": "warn",
-                "detail": f"at {revision}, head is {head}: run `frontdesk db upgrade`",
-            }
-        )
+    for branch in wanted:
+        revision, head = revisions.get(branch.name), branch.head
+        item = f"schema {branch.name}"
+        if revision == head:
+            rows.append({"item": item, "status": "ok", "detail": f"at the head ({head})"})
+        elif revision is None:
+            detail = f"empty; migrated to {head} on first use, or run `frontdesk db upgrade`"
+            rows.append({"item": item, "status": "warn", "detail": detail})
+        else:
+            detail = f"at {revision}, head is {head}: run `frontdesk db upgrade`"
+            rows.append({"item": item, "status": "warn", "detail": detail})
     return rows, True
 
 
-def _plugins_section(settings: Settings) -> list[dict[str, Any]]:
+def _plugins_section(registry: Any) -> list[dict[str, Any]]:
     from frontdesk.core import host
+    from frontdesk.core.plugin_settings import shown
 
-    registry = host.load(settings)
     good = [n for n, p in registry.plugins.items() if not p.errors]
     rows = [{"item": "loaded", "status": "ok", "detail": ", ".join(good) or "none"}]
     rows.append(
@@ -203,20 +195,48 @@ def _plugins_section(settings: Settings) -> list[dict[str, Any]]:
             "detail": ", ".join(host.department_names(registry)),
         }
     )
+    for name, config in registry.configs.items():
+        values = ", ".join(f"{k}={v}" for k, v in shown(config).items()) or "(no fields)"
+        rows.append({"item": f"{name} settings", "status": "ok", "detail": values})
+    for err in registry.config_errors:
+        rows.append({"item": "setting", "status": "error", "detail": err})
     for err in registry.errors:
-        rows.append({"item": "error", "status": "warn", "detail": err})
+        if not err.split(": ", 1)[-1].startswith("settings: "):
+            rows.append({"item": "error", "status": "warn", "detail": err})
+    return rows
+
+
+def _profile_section(registry: Any) -> list[dict[str, Any]]:
+    profile = registry.profile
+    off = [name for name, desk in profile.departments.items() if not desk.enabled]
+    rows = [
+        {
+            "item": "business",
+            "status": "ok",
+            "detail": f"{profile.business.name} (from {profile.source})"
+            if profile.source
+            else "no profile: the neutral front desk (add frontdesk.toml to name yours)",
+        }
+    ]
+    if off:
+        rows.append({"item": "desks off", "status": "info", "detail": ", ".join(off)})
     return rows
 
 
 async def gather(settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+    from frontdesk.core import host
+    from frontdesk.core.schema import branches
+
+    registry = host.load(settings)
     provider_rows, providers_ok = _providers_section(settings, env)
-    db_rows, db_ok = await _database_section(settings.database_url)
+    db_rows, db_ok = await _database_section(settings.database_url, branches(registry))
     sections = {
         "providers": provider_rows,
         "livekit": _livekit_section(env),
         "audio": _audio_section(),
         "database": db_rows,
-        "plugins": _plugins_section(settings),
+        "profile": _profile_section(registry),
+        "plugins": _plugins_section(registry),
     }
     # Scrub every value we know to be secret, whatever path it might have leaked through.
     secrets = [env.get(k, "") for k in SECRET_VARS]
@@ -234,7 +254,7 @@ async def gather(settings: Settings, env: dict[str, str]) -> dict[str, Any]:
         ]
         for name, rows in sections.items()
     }
-    return {"ok": providers_ok and db_ok, "sections": clean}
+    return {"ok": providers_ok and db_ok and not registry.config_errors, "sections": clean}
 
 
 _MARK = {"ok": "ok  ", "info": "-   ", "warn": "warn", "error": "FAIL"}
@@ -290,6 +310,9 @@ def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_f
         from frontdesk.db.engine import parse_url
 
         parse_url(settings.database_url)
+        from frontdesk.core import host
+
+        host.load(settings).require_valid_config()
         choices = providers.select_all(settings, env)
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
@@ -300,7 +323,7 @@ def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_f
             err=True,
         )
 
-    from frontdesk.core import worker
+    from frontdesk.agents.programs import worker
 
     server = worker.build_server(settings, agent_name=agent_name, choices=choices)
     runner = None

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from frontdesk.core.host import Registry
 from frontdesk.agents.programs.scenario import Scenario, Step
-from frontdesk.core.settings import Settings
 from frontdesk.agents.programs.simulate import CallDriver, Environment
+from frontdesk.core.host import Registry
+from frontdesk.core.settings import Settings
 
 HELP = "Type to talk; /tasks lists your tasks, /quit (or Ctrl-D) hangs up."
 
@@ -111,7 +111,7 @@ def run_voice_console(settings: Settings) -> None:
     runner beside it as `frontdesk start` has."""
     import os
 
-    from frontdesk.core import worker
+    from frontdesk.agents.programs import worker
 
     # The job process builds its settings from the environment: pass --db on that way.
     os.environ["FRONTDESK_DATABASE_URL"] = settings.database_url

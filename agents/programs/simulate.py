@@ -20,13 +20,13 @@ from livekit.agents import AgentSession, llm
 
 from frontdesk.agents.brain import OfflineBrain
 from frontdesk.agents.followups import FollowupWatcher
-from frontdesk.core.host import Registry
-from frontdesk.core.runner import Runner
 from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.agents.runtime import CallRuntime
-from frontdesk.core.settings import Settings
 from frontdesk.agents.testing import ScriptedLLM
+from frontdesk.core.host import Registry
+from frontdesk.core.runner import Runner
 from frontdesk.core.schema import open_store
+from frontdesk.core.settings import Settings
 from frontdesk.db.store import TaskEvent, TaskStore
 
 Emit = Callable[[dict[str, Any]], None]

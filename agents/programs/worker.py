@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frontdesk.agents import providers
-from frontdesk.core.errors import FrontdeskError
 from frontdesk.agents.identity import caller_identity
+from frontdesk.core.errors import FrontdeskError
 from frontdesk.core.settings import Settings
 
 if TYPE_CHECKING:
     from livekit.agents import AgentServer, JobContext, JobProcess
 
     from frontdesk.agents.acks import AckCache
-    from frontdesk.core.host import Registry
     from frontdesk.agents.rpc import TaskRpc
+    from frontdesk.core.host import Registry
     from frontdesk.db.store import TaskStore
 
 log = logging.getLogger("frontdesk.worker")
