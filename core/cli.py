@@ -55,13 +55,14 @@ def operator_errors(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def _register_subcommands() -> None:
-    from frontdesk.core import cli_db, cli_plugins, cli_session, cli_tasks, cli_voice
+    from frontdesk.core import cli_db, cli_deploy, cli_plugins, cli_session, cli_tasks, cli_voice
 
     app.add_typer(cli_tasks.app, name="tasks")
     app.add_typer(cli_db.app, name="db")
     app.add_typer(cli_plugins.app, name="plugins")
     cli_session.register(app)
     cli_voice.register(app)
+    cli_deploy.register(app)
 
 
 def _register_plugin_commands() -> None:

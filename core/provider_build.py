@@ -53,10 +53,14 @@ def _one_llm(entry: Choice, env: Mapping[str, str]) -> Any:
         from livekit.plugins import google
 
         if env.get("GOOGLE_API_KEY"):
-            return google.LLM(model=entry.model or "gemini-2.5-flash", api_key=env["GOOGLE_API_KEY"])
+            return google.LLM(
+                model=entry.model or "gemini-2.5-flash", api_key=env["GOOGLE_API_KEY"]
+            )
         # Vertex AI: the project comes from the environment, credentials from ADC.
         return google.LLM(
-            model=entry.model or "gemini-2.5-flash", vertexai=True, project=env["GOOGLE_CLOUD_PROJECT"]
+            model=entry.model or "gemini-2.5-flash",
+            vertexai=True,
+            project=env["GOOGLE_CLOUD_PROJECT"],
         )
     spec = entry.spec
     if spec is None or spec.base_url is None:
@@ -105,7 +109,9 @@ def _one_tts(entry: Choice, env: Mapping[str, str]) -> Any:
     if entry.provider == "openai":
         from livekit.plugins import openai
 
-        return openai.TTS(voice=entry.voice or "ash", api_key=_key(entry, env), base_url=entry.base_url)
+        return openai.TTS(
+            voice=entry.voice or "ash", api_key=_key(entry, env), base_url=entry.base_url
+        )
     if entry.provider == "google":
         from livekit.plugins import google
 
@@ -119,7 +125,9 @@ def _entries(chain: Chain | Choice) -> tuple[Choice, ...]:
     return (chain,) if isinstance(chain, Choice) else chain.entries
 
 
-def build_llm(chain: Chain | Choice, env: Mapping[str, str] | None = None, retries: Retries | None = None) -> Any:
+def build_llm(
+    chain: Chain | Choice, env: Mapping[str, str] | None = None, retries: Retries | None = None
+) -> Any:
     """A ``livekit.agents.llm.LLM`` for the chain (the offline brain for ``offline``)."""
     env = provider_env() if env is None else env
     parts = [_one_llm(e, env) for e in _entries(chain)]
@@ -129,11 +137,20 @@ def build_llm(chain: Chain | Choice, env: Mapping[str, str] | None = None, retri
 
     r = retries or Retries()
     return llm.FallbackAdapter(
-        parts, attempt_timeout=r.timeout, max_retry_per_llm=r.max_retry, retry_interval=r.retry_interval
+        parts,
+        attempt_timeout=r.timeout,
+        max_retry_per_llm=r.max_retry,
+        retry_interval=r.retry_interval,
     )
 
 
-def build_stt(chain: Chain | Choice, env: Mapping[str, str] | None = None, *, vad: Any = None, retries: Retries | None = None) -> Any:
+def build_stt(
+    chain: Chain | Choice,
+    env: Mapping[str, str] | None = None,
+    *,
+    vad: Any = None,
+    retries: Retries | None = None,
+) -> Any:
     """A ``livekit.agents.stt.STT``, or None for text only. A chain with a non-streaming STT
     (OpenAI's) needs the VAD: the adapter wraps that entry in a StreamAdapter."""
     env = provider_env() if env is None else env
@@ -149,11 +166,17 @@ def build_stt(chain: Chain | Choice, env: Mapping[str, str] | None = None, *, va
     if vad is None and any(not p.capabilities.streaming for p in parts):
         vad = build_vad()
     return stt.FallbackAdapter(
-        parts, vad=vad, attempt_timeout=r.timeout, max_retry_per_stt=r.max_retry, retry_interval=r.retry_interval
+        parts,
+        vad=vad,
+        attempt_timeout=r.timeout,
+        max_retry_per_stt=r.max_retry,
+        retry_interval=r.retry_interval,
     )
 
 
-def build_tts(chain: Chain | Choice, env: Mapping[str, str] | None = None, retries: Retries | None = None) -> Any:
+def build_tts(
+    chain: Chain | Choice, env: Mapping[str, str] | None = None, retries: Retries | None = None
+) -> Any:
     """A ``livekit.agents.tts.TTS``, or None for text only."""
     env = provider_env() if env is None else env
     entries = [e for e in _entries(chain) if e.enabled]
@@ -198,7 +221,11 @@ class Providers:
 
     def describe(self, obj: Any) -> str:
         """The chain entry (or the whole chain, for an adapter) that built ``obj``."""
-        for chain, built in ((self.choices.llm, self.llm), (self.choices.stt, self.stt), (self.choices.tts, self.tts)):
+        for chain, built in (
+            (self.choices.llm, self.llm),
+            (self.choices.stt, self.stt),
+            (self.choices.tts, self.tts),
+        ):
             if built is None:
                 continue
             if obj is built:
@@ -221,7 +248,9 @@ class Providers:
             # would multiply the caller's wait.
             retry = 0 if len(chain) > 1 else self.retries.max_retry
             return APIConnectOptions(
-                max_retry=retry, retry_interval=self.retries.retry_interval, timeout=self.retries.timeout
+                max_retry=retry,
+                retry_interval=self.retries.retry_interval,
+                timeout=self.retries.timeout,
             )
 
         kwargs: dict[str, Any] = {"llm": self.llm}
@@ -255,4 +284,13 @@ def build(choices: Choices, *, vad: Any = None, settings: Settings | None = None
     )
 
 
-__all__ = ["Providers", "Retries", "build", "build_llm", "build_stt", "build_tts", "build_vad", "inner"]
+__all__ = [
+    "Providers",
+    "Retries",
+    "build",
+    "build_llm",
+    "build_stt",
+    "build_tts",
+    "build_vad",
+    "inner",
+]

@@ -58,7 +58,9 @@ class _ProviderNoise(logging.Filter):
     task's traceback) unless its logger is at DEBUG: the guard logs one line instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING or logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+        if record.levelno < logging.WARNING or logging.getLogger(record.name).isEnabledFor(
+            logging.DEBUG
+        ):
             return True
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None and _api_error_in(exc):
@@ -147,7 +149,9 @@ class FailureGuard:
         kind = str(getattr(err, "type", "provider_error")).split("_")[0].upper()
         entries = [p for p in self._parts if id(p) in self._last and self._belongs(p, ev.source)]
         if entries:
-            detail = "; ".join(f"{self.describe(p)}: {cause_of(self._last.pop(id(p)))}" for p in entries)
+            detail = "; ".join(
+                f"{self.describe(p)}: {cause_of(self._last.pop(id(p)))}" for p in entries
+            )
         else:
             detail = f"{self.describe(ev.source)}: {cause_of(getattr(err, 'error', None))}"
         self.failures += 1
@@ -155,7 +159,9 @@ class FailureGuard:
         self.emit({"type": "provider_failed", "kind": kind.lower(), "detail": self._scrub(detail)})
         if self.failures >= self.max_failures:
             self.ended = True
-            self._spawn(self._end(f"{kind} failed {self.failures} times in a row: {self._scrub(detail)}"))
+            self._spawn(
+                self._end(f"{kind} failed {self.failures} times in a row: {self._scrub(detail)}")
+            )
         else:
             self._say(APOLOGY)
 

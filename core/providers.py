@@ -24,105 +24,27 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from frontdesk.core.errors import ConfigError
+from frontdesk.core.provider_specs import (
+    AUTO_ORDER,
+    COMPATIBLE,
+    GOOGLE_CREDS,
+    OPENAI_URL,
+    SPECS,
+    Kind,
+    _Spec,
+)
 
 if TYPE_CHECKING:
     from frontdesk.core.settings import Settings
 
-Kind = Literal["llm", "stt", "tts"]
-
-# Google Cloud Speech / Text-to-Speech authenticate with a service account, not GOOGLE_API_KEY.
-GOOGLE_CREDS = "GOOGLE_APPLICATION_CREDENTIALS"
-OPENAI_URL = "https://api.openai.com/v1"
 # What a client sends when a server wants no key (the OpenAI SDK refuses an empty one).
 NO_KEY = "no-key"
 
 
-@dataclass(frozen=True)
-class _Spec:
-    key_env: str | None  # the variable holding the key; None: the server takes none
-    default: str | None  # default model (LLM/STT) or voice (TTS); None = the plugin's own
-    module: str  # livekit plugin module, imported only when building
-    base_url: str | None = None  # OpenAI-compatible: the provider's own endpoint
-    factory: str | None = None  # livekit.plugins.openai.LLM.with_<factory>, when it has one
-
-
-def _compat(key: str | None, model: str | None, url: str, factory: str | None = None) -> _Spec:
-    return _Spec(key, model, "livekit.plugins.openai", url, factory)
-
-
-# OpenAI-compatible chat servers: livekit-plugins-openai 1.8.9's with_* helpers, plus Groq and
-# vLLM (plain OpenAI clients on their URL). Defaults are the helpers' own.
-COMPATIBLE: dict[str, _Spec] = {
-    "ollama": _compat(None, "llama3.1", "http://localhost:11434/v1", "ollama"),
-    "vllm": _compat("VLLM_API_KEY", None, "http://localhost:8000/v1"),
-    "groq": _compat("GROQ_API_KEY", "llama-3.3-70b-versatile", "https://api.groq.com/openai/v1"),
-    "openrouter": _compat("OPENROUTER_API_KEY", "auto", "https://openrouter.ai/api/v1", "openrouter"),
-    "together": _compat(
-        "TOGETHER_API_KEY",
-        "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo",
-        "https://api.together.xyz/v1",
-        "together",
-    ),
-    "deepseek": _compat("DEEPSEEK_API_KEY", "deepseek-chat", "https://api.deepseek.com/v1", "deepseek"),
-    "fireworks": _compat(
-        "FIREWORKS_API_KEY",
-        "accounts/fireworks/models/llama-v3p3-70b-instruct",
-        "https://api.fireworks.ai/inference/v1",
-        "fireworks",
-    ),
-    "cerebras": _compat("CEREBRAS_API_KEY", "gpt-oss-120b", "https://api.cerebras.ai/v1", "cerebras"),
-    "perplexity": _compat(
-        "PERPLEXITY_API_KEY",
-        "llama-3.1-sonar-small-128k-chat",
-        "https://api.perplexity.ai",
-        "perplexity",
-    ),
-    "xai": _compat("XAI_API_KEY", "grok-3-fast", "https://api.x.ai/v1", "x_ai"),
-    "sambanova": _compat(
-        "SAMBANOVA_API_KEY", "DeepSeek-R1-0528", "https://api.sambanova.ai/v1", "sambanova"
-    ),
-    "nebius": _compat(
-        "NEBIUS_API_KEY",
-        "meta-llama/Meta-Llama-3.1-70B-Instruct",
-        "https://api.studio.nebius.com/v1/",
-        "nebius",
-    ),
-    "ovhcloud": _compat(
-        "OVHCLOUD_API_KEY",
-        "gpt-oss-120b",
-        "https://oai.endpoints.kepler.ai.cloud.ovh.net/v1",
-        "ovhcloud",
-    ),
-}
-
-# Order is the auto-selection preference: quality/latency for a phone line first. Only the
-# first block of each kind takes part in auto; compatible servers are chosen by name.
-SPECS: dict[Kind, dict[str, _Spec]] = {
-    "llm": {
-        "openai": _compat("OPENAI_API_KEY", "gpt-4.1-mini", OPENAI_URL),
-        "google": _Spec("GOOGLE_API_KEY", "gemini-2.5-flash", "livekit.plugins.google"),
-        **COMPATIBLE,
-    },
-    "stt": {
-        "deepgram": _Spec("DEEPGRAM_API_KEY", "nova-3", "livekit.plugins.deepgram"),
-        "openai": _compat("OPENAI_API_KEY", "gpt-4o-mini-transcribe", OPENAI_URL),
-        "google": _Spec(GOOGLE_CREDS, "latest_long", "livekit.plugins.google"),
-    },
-    "tts": {
-        "elevenlabs": _Spec("ELEVEN_API_KEY", None, "livekit.plugins.elevenlabs"),
-        "openai": _compat("OPENAI_API_KEY", "ash", OPENAI_URL),
-        "google": _Spec(GOOGLE_CREDS, None, "livekit.plugins.google"),
-    },
-}
-AUTO_ORDER: dict[Kind, tuple[str, ...]] = {
-    "llm": ("openai", "google"),
-    "stt": ("deepgram", "openai", "google"),
-    "tts": ("elevenlabs", "openai", "google"),
-}
 OFFLINE = {"llm": "offline", "stt": "none", "tts": "none"}
 _OFFLINE_ALIASES = {"offline", "none", "off", "text", ""}
 
@@ -325,11 +247,20 @@ def _missing_message(kind: Kind, provider: str, spec: _Spec, value: str) -> str:
     )
 
 
+def shown(value: str) -> str:
+    """A chain setting as it may be printed: each entry's URL without userinfo or query."""
+    out = []
+    for part in value.split(","):
+        head, at, url = part.partition("@")
+        out.append(f"{head.strip()}@{safe_url(url.strip())}" if at else part.strip())
+    return ",".join(out)
+
+
 def _entry(kind: Kind, raw: str, whole: str, env: Mapping[str, str]) -> Choice:
     head, _, url = raw.partition("@")  # a URL may hold '@' (userinfo); a model name does not
     provider, _, detail = head.partition(":")
     provider, detail, url = provider.strip().lower(), detail.strip(), url.strip()
-    setting = f"FRONTDESK_{kind.upper()}={whole}"
+    setting = f"FRONTDESK_{kind.upper()}={shown(whole)}"
     spec = SPECS[kind].get(provider)
     if spec is None:
         options = [*SPECS[kind], OFFLINE[kind], "auto"]
@@ -337,12 +268,14 @@ def _entry(kind: Kind, raw: str, whole: str, env: Mapping[str, str]) -> Choice:
             f"unknown {kind.upper()} provider {provider!r} in {setting}; use one of {', '.join(options)}"
         )
     if url and spec.base_url is None:
-        raise ConfigError(f"{setting}: {provider} takes no @base_url (only OpenAI-compatible servers do)")
+        raise ConfigError(
+            f"{setting}: {provider} takes no @base_url (only OpenAI-compatible servers do)"
+        )
     if url and urlsplit(url).scheme not in ("http", "https"):
         raise ConfigError(f"{setting}: {safe_url(url) or url!r} is not an http(s) URL")
     base_url = _base_url(provider, spec, url, env)
     if _needs_key(spec, base_url) and not _has_key(provider, spec, env):
-        raise ConfigError(_missing_message(kind, provider, spec, whole))
+        raise ConfigError(_missing_message(kind, provider, spec, shown(whole)))
     if not (detail or spec.default) and kind != "tts":
         raise ConfigError(f"{setting}: {provider} needs a model, as in {provider}:MODEL")
     key_env = spec.key_env if spec.key_env and env.get(spec.key_env) else None
@@ -363,8 +296,17 @@ def _make(
 ) -> Choice:
     detail_or_default = detail or spec.default
     if kind == "tts":
-        return Choice(kind, provider, voice=detail_or_default, base_url=base_url, reason=reason, key_env=key_env)
-    return Choice(kind, provider, model=detail_or_default, base_url=base_url, reason=reason, key_env=key_env)
+        return Choice(
+            kind,
+            provider,
+            voice=detail_or_default,
+            base_url=base_url,
+            reason=reason,
+            key_env=key_env,
+        )
+    return Choice(
+        kind, provider, model=detail_or_default, base_url=base_url, reason=reason, key_env=key_env
+    )
 
 
 def _auto(kind: Kind, env: Mapping[str, str], llm: Chain | None) -> Choice:
@@ -375,14 +317,18 @@ def _auto(kind: Kind, env: Mapping[str, str], llm: Chain | None) -> Choice:
             continue
         if spec.key_env and _has_key(name, spec, env):
             base_url = _base_url(name, spec, "", env)
-            return _make(kind, name, spec, "", base_url, f"auto: {spec.key_env} is set", spec.key_env)
+            return _make(
+                kind, name, spec, "", base_url, f"auto: {spec.key_env} is set", spec.key_env
+            )
     what = "the offline brain" if kind == "llm" else "text only"
     tried = ", ".join(dict.fromkeys(str(SPECS[kind][n].key_env) for n in AUTO_ORDER[kind]))
     why = f"none of {tried} is set" + (f" (OpenAI skipped: {skipped})" if skipped else "")
     return Choice(kind, OFFLINE[kind], reason=f"auto: {what}, because {why}")
 
 
-def select(kind: Kind, value: str, env: Mapping[str, str] | None = None, *, llm: Chain | None = None) -> Chain:
+def select(
+    kind: Kind, value: str, env: Mapping[str, str] | None = None, *, llm: Chain | None = None
+) -> Chain:
     """The chain for one kind, or ``ConfigError`` naming what is wrong in one line. ``llm``
     (the LLM chain) lets auto speech avoid a chat-only OpenAI URL."""
     env = provider_env() if env is None else env
@@ -392,14 +338,23 @@ def select(kind: Kind, value: str, env: Mapping[str, str] | None = None, *, llm:
         name = parts[0].lower()
         if name in _OFFLINE_ALIASES:
             what = "the offline brain" if kind == "llm" else "text only"
-            return Chain(kind, (Choice(kind, OFFLINE[kind], reason=f"{what}, as FRONTDESK_{kind.upper()}={whole} asks"),))
+            return Chain(
+                kind,
+                (
+                    Choice(
+                        kind,
+                        OFFLINE[kind],
+                        reason=f"{what}, as FRONTDESK_{kind.upper()}={whole} asks",
+                    ),
+                ),
+            )
         if name == "auto":
             return Chain(kind, (_auto(kind, env, llm),))
     entries = []
     for part in parts:
         if part.lower() in _OFFLINE_ALIASES | {"auto"}:
             raise ConfigError(
-                f"FRONTDESK_{kind.upper()}={whole}: {part or 'an empty entry'!s} cannot be part of a chain; "
+                f"FRONTDESK_{kind.upper()}={shown(whole)}: {part or 'an empty entry'!s} cannot be part of a chain; "
                 f"list providers, as in openai:gpt-4.1-mini,google:gemini-2.5-flash"
             )
         entries.append(_entry(kind, part, whole, env))

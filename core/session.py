@@ -147,7 +147,11 @@ class CallRuntime:
         from frontdesk.core.provider_failures import FailureGuard
 
         built = self.providers
-        parts = [p for obj in (built.llm, built.stt, built.tts) if obj is not None for p in inner(obj)] if built else []
+        parts = (
+            [p for obj in (built.llm, built.stt, built.tts) if obj is not None for p in inner(obj)]
+            if built
+            else []
+        )
         secrets = list(built.choices.env.values()) if built else []
         return FailureGuard(
             self.session,

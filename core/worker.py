@@ -46,9 +46,8 @@ def prewarm(proc: JobProcess) -> None:
     The store is constructed but not connected: an async engine's connections belong to the
     event loop that opens them, and the call's loop is not running yet."""
     from frontdesk.core import host
-    from frontdesk.db.store import TaskStore
-
     from frontdesk.core.provider_failures import quiet_provider_noise
+    from frontdesk.db.store import TaskStore
 
     settings = Settings()
     choices = providers.select_all(settings)

@@ -31,7 +31,9 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
 
 
 class FakeOpenAI:
-    def __init__(self, *, key: str | None = None, default_text: str = "Hello from the fake server.") -> None:
+    def __init__(
+        self, *, key: str | None = None, default_text: str = "Hello from the fake server."
+    ) -> None:
         self.key = key
         self.default_text = default_text
         self.script: deque[dict[str, Any]] = deque()
@@ -92,14 +94,20 @@ class FakeOpenAI:
     async def _models(self, request: web.Request) -> web.Response:
         self._record(request)
         if not self._authorized(request):
-            return web.json_response({"error": {"message": "Incorrect API key provided"}}, status=401)
-        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            return web.json_response(
+                {"error": {"message": "Incorrect API key provided"}}, status=401
+            )
+        return web.json_response(
+            {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+        )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self._record(request, body)
         if not self._authorized(request):
-            return web.json_response({"error": {"message": "Incorrect API key provided"}}, status=401)
+            return web.json_response(
+                {"error": {"message": "Incorrect API key provided"}}, status=401
+            )
         reply = self.script.popleft() if self.script else {"text": self.default_text}
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": reply.get("text", "")}
@@ -124,7 +132,10 @@ class FakeOpenAI:
             }
             await response.write(_chunk({"tool_calls": [call]}))
             args = json.dumps(reply.get("arguments", {}))
-            for part in (args[: len(args) // 2], args[len(args) // 2 :]):  # arguments arrive in pieces
+            for part in (
+                args[: len(args) // 2],
+                args[len(args) // 2 :],
+            ):  # arguments arrive in pieces
                 piece = {"index": 0, "function": {"arguments": part}}
                 await response.write(_chunk({"tool_calls": [piece]}))
             await response.write(_chunk({}, "tool_calls"))
