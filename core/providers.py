@@ -131,6 +131,10 @@ class Chain:
         return self.primary.voice
 
     @property
+    def key_env(self) -> str | None:
+        return self.primary.key_env
+
+    @property
     def reason(self) -> str:
         return "; ".join(dict.fromkeys(e.reason for e in self.entries))
 
