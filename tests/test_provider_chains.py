@@ -65,7 +65,9 @@ async def _tool_turn(value: str, env: dict[str, str]) -> tuple[list[str], list[s
 
     chain = providers.select("llm", value, env)
     built = provider_build.Providers(
-        providers.Choices(chain, providers.select("stt", "none", {}), providers.select("tts", "none", {}), env),
+        providers.Choices(
+            chain, providers.select("stt", "none", {}), providers.select("tts", "none", {}), env
+        ),
         llm=provider_build.build_llm(chain, env, FAST),
         retries=FAST,
     )
@@ -80,7 +82,9 @@ async def _tool_turn(value: str, env: dict[str, str]) -> tuple[list[str], list[s
 
 
 @pytest.mark.parametrize("provider", ["openai", "ollama"])
-async def test_a_tool_call_through_a_compatible_server_without_a_key(loopback_only, server, provider):
+async def test_a_tool_call_through_a_compatible_server_without_a_key(
+    loopback_only, server, provider
+):
     server.script.extend(
         [{"tool": "room_status", "arguments": {"room": "12"}}, {"text": "Room 12 is free."}]
     )
@@ -107,10 +111,19 @@ async def test_a_chain_whose_first_entry_is_down_answers_from_the_second(loopbac
 def test_a_chain_builds_livekit_fallback_adapters(loopback_only):
     from livekit.agents import llm, stt, tts
 
-    env = {"OPENAI_API_KEY": "sk-dummy", "GOOGLE_API_KEY": "g-dummy", "DEEPGRAM_API_KEY": "d", "ELEVEN_API_KEY": "e"}
+    env = {
+        "OPENAI_API_KEY": "sk-dummy",
+        "GOOGLE_API_KEY": "g-dummy",
+        "DEEPGRAM_API_KEY": "d",
+        "ELEVEN_API_KEY": "e",
+    }
     built = provider_build.build(
         providers.select_all(
-            Settings(llm="openai:gpt-4.1-mini,google:gemini-2.5-flash", stt="deepgram,openai", tts="elevenlabs,openai"),
+            Settings(
+                llm="openai:gpt-4.1-mini,google:gemini-2.5-flash",
+                stt="deepgram,openai",
+                tts="elevenlabs,openai",
+            ),
             env,
         ),
         settings=Settings(provider_max_retry=2),
@@ -145,7 +158,10 @@ def test_hosted_compatible_providers_need_their_own_key(loopback_only, name, key
         providers.select("llm", f"{name}:some-model", {"OPENAI_API_KEY": "sk-other"})
     env = {key_var: "k-dummy"}
     llm = provider_build.build_llm(providers.select("llm", f"{name}:some-model", env), env)
-    assert str(llm._client.base_url).rstrip("/") == factory_url.rstrip("/") and llm._client.api_key == "k-dummy"
+    assert (
+        str(llm._client.base_url).rstrip("/") == factory_url.rstrip("/")
+        and llm._client.api_key == "k-dummy"
+    )
     assert llm.model == "some-model"
     assert key_var.lower() in ProviderEnv.model_fields  # readable from .env too
 
@@ -199,14 +215,18 @@ def test_auto_never_picks_speech_on_a_chat_only_url(env, llm):
 def test_bad_chains_are_one_line(value, message):
     kind = "stt" if value.startswith("deepgram") else "llm"
     with pytest.raises(ConfigError) as err:
-        providers.select(kind, value, {"DEEPGRAM_API_KEY": "d", "GOOGLE_API_KEY": "g", "OPENAI_API_KEY": "o"})
+        providers.select(
+            kind, value, {"DEEPGRAM_API_KEY": "d", "GOOGLE_API_KEY": "g", "OPENAI_API_KEY": "o"}
+        )
     assert "\n" not in str(err.value)
     if message:
         assert message in str(err.value)
 
 
 def test_a_url_with_a_password_is_never_shown():
-    chain = providers.select("llm", "ollama:m@http://user:pw-SECRET@gpu-box:11434/v1?key=q-SECRET", {})
+    chain = providers.select(
+        "llm", "ollama:m@http://user:pw-SECRET@gpu-box:11434/v1?key=q-SECRET", {}
+    )
     text = f"{chain.primary.describe()} {chain.reason}"
     assert "SECRET" not in text and "gpu-box:11434/v1" in text
 
@@ -243,9 +263,13 @@ def test_doctor_check_tells_the_live_server_from_the_dead_one(tmp_path, server):
     dead = dead_url()
     ok = _frontdesk(tmp_path, "doctor", "--check", FRONTDESK_LLM=f"ollama:m@{server.url}")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert _check_lines(ok.stdout) == [f"  [ok  ] LLM ollama:m@{server.url}: ok (HTTP 200 from {server.url}/models)"]
+    assert _check_lines(ok.stdout) == [
+        f"  [ok  ] LLM ollama:m@{server.url}: ok (HTTP 200 from {server.url}/models)"
+    ]
 
-    both = _frontdesk(tmp_path, "doctor", "--check", FRONTDESK_LLM=f"ollama:m@{server.url},openai:m@{dead}")
+    both = _frontdesk(
+        tmp_path, "doctor", "--check", FRONTDESK_LLM=f"ollama:m@{server.url},openai:m@{dead}"
+    )
     assert both.returncode == 1 and "Traceback" not in both.stderr
     lines = _check_lines(both.stdout)
     assert len(lines) == 2 and lines[0].startswith("  [ok  ] LLM ollama:m@")
@@ -256,7 +280,11 @@ def test_doctor_check_tells_the_live_server_from_the_dead_one(tmp_path, server):
 def test_doctor_check_reports_a_refused_key_without_printing_it(tmp_path):
     with FakeOpenAI(key="sk-right-key") as keyed:
         out = _frontdesk(
-            tmp_path, "doctor", "--check", FRONTDESK_LLM=f"openai:m@{keyed.url}", OPENAI_API_KEY="sk-WRONG-0042"
+            tmp_path,
+            "doctor",
+            "--check",
+            FRONTDESK_LLM=f"openai:m@{keyed.url}",
+            OPENAI_API_KEY="sk-WRONG-0042",
         )
         assert keyed.requests[0]["auth"] == "Bearer sk-WRONG-0042"  # authenticated, to that host
     assert out.returncode == 1
@@ -290,7 +318,11 @@ def test_every_llm_down_the_caller_hears_an_apology_and_no_traceback(tmp_path):
         timeout=90,
     )
     assert proc.returncode == 0, proc.stderr
-    said = [line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line.startswith(("triage> ", "you> triage> "))]
+    said = [
+        line.split("> ", 1)[1]
+        for line in proc.stdout.splitlines()
+        if line.startswith(("triage> ", "you> triage> "))
+    ]
     said = [s.removeprefix("triage> ") for s in said]
     assert said[-3:] == [APOLOGY, APOLOGY, GOODBYE]  # the third failure in a row ends the call
     assert "Traceback" not in proc.stderr and "APIConnectionError" in proc.stderr

@@ -143,7 +143,8 @@ def test_missing_key_is_one_clear_message(kind, value, var):
 
 def test_unknown_provider_lists_options():
     with pytest.raises(
-        ConfigError, match="unknown LLM provider 'anthropic'.*openai, google, ollama, .*offline, auto"
+        ConfigError,
+        match="unknown LLM provider 'anthropic'.*openai, google, ollama, .*offline, auto",
     ):
         providers.select("llm", "anthropic:claude", {})
 
