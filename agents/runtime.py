@@ -56,8 +56,13 @@ class CallRuntime:
         watcher: FollowupWatcher | None = None,
         acks: Any = None,
         audio: Any = None,
+        providers: Any = None,
+        end_call: Callable[[str], Any] | None = None,
     ) -> None:
         self.session = session
+        self.providers = providers  # frontdesk.agents.provider_build.Providers, when built here
+        self.end_call = end_call  # how this call ends for good (the worker: the job's shutdown)
+        self.guard: Any = None
         self.acks = acks  # frontdesk.agents.acks.AckCache when the session has a TTS
         self.progress = Progress(self, audio)
         self.store = store
@@ -127,6 +132,7 @@ class CallRuntime:
             await self.store.call_started(self.session_id, self.caller)
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
+        self.guard = self._failure_guard()
         await self.session.start(self.make_agent(TRIAGE), **start_options)
         self._loops = [
             asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat"),
@@ -135,6 +141,38 @@ class CallRuntime:
         if self.watcher is not None:
             self.watcher.add(self)
         self.emit({"type": "session_start", "caller": self.caller, "session_id": self.session_id})
+
+    def _failure_guard(self) -> Any:
+        from frontdesk.agents.provider_build import inner
+        from frontdesk.agents.provider_failures import FailureGuard
+
+        built = self.providers
+        parts = (
+            [p for obj in (built.llm, built.stt, built.tts) if obj is not None for p in inner(obj)]
+            if built
+            else []
+        )
+        secrets = list(built.choices.env.values()) if built else []
+        return FailureGuard(
+            self.session,
+            describe=built.describe if built else lambda obj: getattr(obj, "label", "provider"),
+            parts=parts,
+            acks=self.acks,
+            max_failures=self.settings.max_provider_failures,
+            secrets=secrets,
+            on_end=self._end_after_failures,
+            emit=self.emit,
+        )
+
+    async def _end_after_failures(self, reason: str) -> None:
+        """Repeated provider failures end the call: rows in flight are closed with the reason."""
+        await self.shutdown(reason)
+        if self.end_call is not None:
+            result = self.end_call(reason)
+            if asyncio.iscoroutine(result):
+                await result
+        else:
+            self.session.shutdown(drain=False)
 
     async def shutdown(self, reason: str = "call ended") -> None:
         """Let critical work finish, give fire-and-forget work a bounded wait, and close the

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -24,9 +24,17 @@ class Settings(BaseSettings):
     disable_plugins: str = ""
     hook_timeout_seconds: float = 5.0
 
+    # Each a comma-separated fallback chain of provider:model[@base_url] (docs/deploy.md).
     llm: str = "auto"
     stt: str = "auto"
     tts: str = "auto"
+    # LiveKit retries a failed request this often per provider before the next in the chain
+    # takes over; a caller hears silence meanwhile, so fewer than LiveKit's default of 3.
+    provider_max_retry: int = Field(1, ge=0)
+    provider_retry_interval_seconds: float = Field(0.5, ge=0)
+    provider_timeout_seconds: float = Field(10.0, gt=0)
+    # Turns in a row that fail (after retries and fallbacks) before the call ends politely.
+    max_provider_failures: int = Field(3, ge=1)
 
     cache_path: Path | None = None  # synthesized ack audio; default ~/.cache/frontdesk
 
@@ -47,6 +55,53 @@ class Settings(BaseSettings):
         if value is None:
             return None
         return [part.strip() for part in value.split(",") if part.strip()]
+
+
+class ProviderEnv(BaseSettings):
+    """Provider keys, base URLs and LiveKit's variables under their usual names (no prefix),
+    from the environment with ``.env`` filling gaps. Builders pass these to the plugins
+    explicitly, so a key or URL in ``.env`` works although the plugins read only os.environ.
+    Every variable a provider spec names has a field here (a test checks)."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    livekit_url: str | None = None
+    livekit_api_key: SecretStr | None = None
+    livekit_api_secret: SecretStr | None = None
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    google_api_key: SecretStr | None = None
+    google_application_credentials: str | None = None
+    google_genai_use_vertexai: str | None = None
+    google_cloud_project: str | None = None
+    deepgram_api_key: SecretStr | None = None
+    eleven_api_key: SecretStr | None = None
+    # OpenAI-compatible servers (livekit-plugins-openai's with_* helpers, plus Groq and vLLM).
+    groq_api_key: SecretStr | None = None
+    openrouter_api_key: SecretStr | None = None
+    together_api_key: SecretStr | None = None
+    deepseek_api_key: SecretStr | None = None
+    fireworks_api_key: SecretStr | None = None
+    cerebras_api_key: SecretStr | None = None
+    perplexity_api_key: SecretStr | None = None
+    xai_api_key: SecretStr | None = None
+    sambanova_api_key: SecretStr | None = None
+    nebius_api_key: SecretStr | None = None
+    ovhcloud_api_key: SecretStr | None = None
+    vllm_api_key: SecretStr | None = None
+
+    def as_env(self) -> dict[str, str]:
+        """The variables that are set, by their upper-case names, secrets revealed: for the
+        provider builders only, never for printing."""
+        found: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            if value:
+                found[name.upper()] = value
+        return found
 
 
 @lru_cache(maxsize=1)

@@ -26,9 +26,9 @@ from typing import Any
 import crashkit
 
 from frontdesk.agents.programs.scenario import parse_scenario
-from frontdesk.core.settings import Settings
 from frontdesk.agents.programs.simulate import simulate
 from frontdesk.core.schema import open_store
+from frontdesk.core.settings import Settings
 
 TO_LAB = {"user": "the lab please", "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]}
 TO_BILLING = {
@@ -82,7 +82,6 @@ def _left_running(url: str) -> int:
 
 
 def _queue(url: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[int]:
-    from frontdesk.db.store import TaskStore
 
     async def run() -> list[int]:
         store = await open_store(url)

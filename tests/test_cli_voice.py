@@ -98,7 +98,10 @@ def test_doctor_never_prints_secrets(app, bare, store, tmp_path):
     assert (
         "OPENAI_API_KEY: set" in text.output and "GOOGLE_API_KEY: set" in text.output
     )  # .env counts
-    assert "LLM: openai:gpt-4.1-mini (auto: OPENAI_API_KEY is set)" in text.output
+    assert (
+        "LLM: openai:gpt-4.1-mini@https://api.openai.com/v1 (auto: OPENAI_API_KEY is set)"
+        in text.output
+    )
     assert "STT: deepgram:nova-3" in text.output and "TTS: elevenlabs" in text.output
     assert "voice: STT and TTS are both available" in text.output
     assert "`frontdesk start` can register with LiveKit" in text.output

@@ -7,10 +7,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from frontdesk.core.schema import open_store
 from frontdesk.db.engine import create_engine
 from frontdesk.db.models import Base
 from frontdesk.migrations import downgrade_sync, head_revision, upgrade_sync
-from frontdesk.core.schema import open_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -55,7 +55,6 @@ async def test_upgrade_downgrade_roundtrip(db_url):
 
 
 async def test_schema_created_on_first_use(db_url):
-    from frontdesk.db.store import TaskStore
 
     url = db_url
     store = await open_store(url)

@@ -14,8 +14,8 @@ from test_plugins_venv import WEATHER_SRC
 from typer.testing import CliRunner
 
 from frontdesk.core import host
-from frontdesk.core.settings import Settings
 from frontdesk.core.schema import open_store
+from frontdesk.core.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,6 @@ async def test_a_scripted_conversation_reaches_the_weather_desk(weather, tmp_pat
 
     from frontdesk.agents.runtime import start_call
     from frontdesk.agents.testing import ScriptedLLM
-    from frontdesk.db.store import TaskStore
 
     settings = Settings(
         _env_file=None, database_url=f"sqlite+aiosqlite:///{tmp_path}/t.db", load_plugins=""

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from frontdesk.agents import providers
+from frontdesk.agents import provider_build, providers
 from frontdesk.core.errors import ConfigError
 from frontdesk.core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
 ALL_KEYS = (
+    "OPENAI_BASE_URL",
+    "LIVEKIT_URL",
+    "GROQ_API_KEY",
+    "OPENROUTER_API_KEY",
     "OPENAI_API_KEY",
     "GOOGLE_API_KEY",
     "GOOGLE_APPLICATION_CREDENTIALS",
@@ -139,7 +143,8 @@ def test_missing_key_is_one_clear_message(kind, value, var):
 
 def test_unknown_provider_lists_options():
     with pytest.raises(
-        ConfigError, match="unknown LLM provider 'anthropic'.*openai, google, offline, auto"
+        ConfigError,
+        match="unknown LLM provider 'anthropic'.*openai, google, ollama, .*offline, auto",
     ):
         providers.select("llm", "anthropic:claude", {})
 
@@ -153,14 +158,26 @@ def test_settings_values_flow_through(clean_env):
     assert choices.llm.provider == "offline" and choices.tts.label() == "elevenlabs:V1"
 
 
-def test_dotenv_keys_are_seen_and_exported(clean_env, tmp_path):
-    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\nUNRELATED=1\n")
+def test_dotenv_keys_and_urls_are_seen(clean_env, tmp_path):
+    (tmp_path / ".env").write_text(
+        "OPENAI_API_KEY=sk-from-dotenv\nOPENAI_BASE_URL=http://gpu-box:8000/v1\n"
+        "GROQ_API_KEY=gsk-dotenv\nLIVEKIT_URL=wss://x.livekit.cloud\nUNRELATED=1\n"
+    )
     env = providers.provider_env()
-    assert env == {"OPENAI_API_KEY": "sk-from-dotenv"}
-    assert providers.export_dotenv_keys() == ["OPENAI_API_KEY"]
+    assert env == {
+        "OPENAI_API_KEY": "sk-from-dotenv",
+        "OPENAI_BASE_URL": "http://gpu-box:8000/v1",
+        "GROQ_API_KEY": "gsk-dotenv",
+        "LIVEKIT_URL": "wss://x.livekit.cloud",
+    }
+    # The URL from .env reaches the client, not only the process environment.
+    llm = provider_build.build_llm(providers.select("llm", "openai:m", env), env)
+    assert str(llm._client.base_url) == "http://gpu-box:8000/v1/"
+    assert llm._client.api_key == "sk-from-dotenv"
+    assert providers.export_livekit_env() == ["LIVEKIT_URL"]  # keys go to plugins explicitly
     import os
 
-    assert os.environ["OPENAI_API_KEY"] == "sk-from-dotenv"
+    assert os.environ["LIVEKIT_URL"] == "wss://x.livekit.cloud" and "GROQ_API_KEY" not in os.environ
     clean_env.setenv("OPENAI_API_KEY", "sk-real")  # the environment wins over .env
     assert providers.provider_env()["OPENAI_API_KEY"] == "sk-real"
 
@@ -177,11 +194,11 @@ def test_llm_matrix(all_keys):
     from livekit.plugins import google, openai
 
     env = providers.provider_env()
-    o = providers.build_llm(providers.select("llm", "openai:gpt-4.1-mini", env), env)
+    o = provider_build.build_llm(providers.select("llm", "openai:gpt-4.1-mini", env), env)
     assert isinstance(o, openai.LLM) and o.model == "gpt-4.1-mini"
-    o2 = providers.build_llm(providers.select("llm", "openai:gpt-4o", env), env)
+    o2 = provider_build.build_llm(providers.select("llm", "openai:gpt-4o", env), env)
     assert o2.model == "gpt-4o"
-    g = providers.build_llm(providers.select("llm", "google:gemini-2.5-flash", env), env)
+    g = provider_build.build_llm(providers.select("llm", "google:gemini-2.5-flash", env), env)
     assert isinstance(g, google.LLM) and g.model == "gemini-2.5-flash"
 
 
@@ -189,37 +206,37 @@ def test_stt_matrix(all_keys, google_creds):
     from livekit.plugins import deepgram, google, openai
 
     env = providers.provider_env()
-    d = providers.build_stt(providers.select("stt", "deepgram:nova-3", env), env)
+    d = provider_build.build_stt(providers.select("stt", "deepgram:nova-3", env), env)
     assert isinstance(d, deepgram.STT) and d.model == "nova-3"
-    o = providers.build_stt(providers.select("stt", "openai", env), env)
+    o = provider_build.build_stt(providers.select("stt", "openai", env), env)
     assert isinstance(o, openai.STT) and o.model == "gpt-4o-mini-transcribe"
-    g = providers.build_stt(providers.select("stt", "google", env), env)
+    g = provider_build.build_stt(providers.select("stt", "google", env), env)
     assert isinstance(g, google.STT) and g.model == "latest_long"
     assert g._credentials_file == google_creds  # explicit file: no default-credentials probe
-    assert providers.build_stt(providers.select("stt", "none", env), env) is None
+    assert provider_build.build_stt(providers.select("stt", "none", env), env) is None
 
 
 def test_tts_matrix(all_keys):
     from livekit.plugins import elevenlabs, google, openai
 
     env = providers.provider_env()
-    e = providers.build_tts(providers.select("tts", "elevenlabs:VOICE42", env), env)
+    e = provider_build.build_tts(providers.select("tts", "elevenlabs:VOICE42", env), env)
     assert isinstance(e, elevenlabs.TTS) and e._opts.voice_id == "VOICE42"
     assert e.model == "eleven_turbo_v2_5"
-    e_default = providers.build_tts(providers.select("tts", "elevenlabs", env), env)
+    e_default = provider_build.build_tts(providers.select("tts", "elevenlabs", env), env)
     assert e_default._opts.voice_id == elevenlabs.tts.DEFAULT_VOICE_ID
-    o = providers.build_tts(providers.select("tts", "openai:coral", env), env)
+    o = provider_build.build_tts(providers.select("tts", "openai:coral", env), env)
     assert isinstance(o, openai.TTS) and o._opts.voice == "coral" and o.model == "gpt-4o-mini-tts"
-    g = providers.build_tts(providers.select("tts", "google:en-US-Chirp3-HD-Puck", env), env)
+    g = provider_build.build_tts(providers.select("tts", "google:en-US-Chirp3-HD-Puck", env), env)
     assert isinstance(g, google.TTS) and g._opts.voice.name == "en-US-Chirp3-HD-Puck"
     assert g.model == "chirp_3"  # the plugin picks chirp_3 for a Chirp 3 voice
-    assert providers.build_tts(providers.select("tts", "none", env), env) is None
+    assert provider_build.build_tts(providers.select("tts", "none", env), env) is None
 
 
 def test_vad_loads_from_the_wheel():
     from livekit.plugins import silero
 
-    assert isinstance(providers.build_vad(), silero.VAD)
+    assert isinstance(provider_build.build_vad(), silero.VAD)
 
 
 async def test_build_all_gives_agent_session_kwargs(all_keys, monkeypatch):
@@ -230,21 +247,22 @@ async def test_build_all_gives_agent_session_kwargs(all_keys, monkeypatch):
     monkeypatch.setattr(openai.LLM, "_prewarm_impl", llm.LLM._prewarm_impl)
 
     settings = Settings(llm="openai", stt="deepgram", tts="elevenlabs")
-    built = providers.build(providers.select_all(settings), vad=None)
+    built = provider_build.build(providers.select_all(settings), vad=None)
     kwargs = built.session_kwargs()
-    assert set(kwargs) == {"llm", "stt", "tts", "vad"} and kwargs["vad"] is not None
+    assert set(kwargs) == {"llm", "stt", "tts", "vad", "conn_options"} and kwargs["vad"] is not None
+    assert kwargs["conn_options"].llm_conn_options.max_retry == 1  # fewer than LiveKit's 3
     AgentSession(**kwargs)  # accepted as is
 
-    text_only = providers.build(
+    text_only = provider_build.build(
         providers.select_all(Settings(llm="openai", stt="none", tts="none"))
     )
-    assert set(text_only.session_kwargs()) == {"llm"}
+    assert set(text_only.session_kwargs()) == {"llm", "conn_options"}
     AgentSession(**text_only.session_kwargs())
 
 
 def test_offline_llm_is_the_brain(clean_env):
     brain = pytest.importorskip("frontdesk.agents.brain")  # the lead's module
-    llm = providers.build_llm(providers.select("llm", "offline", {}), {})
+    llm = provider_build.build_llm(providers.select("llm", "offline", {}), {})
     assert isinstance(llm, brain.OfflineBrain)
 
 

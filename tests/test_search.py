@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from frontdesk.core import ToolError, host
+from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
 from frontdesk.db.store import TaskStore
 from frontdesk.plugins import knowledge, search
 from frontdesk.plugins.search import search_knowledge, search_web
-from frontdesk.core.schema import open_store
 
 
 @pytest.fixture(autouse=True)

@@ -19,16 +19,15 @@ import pytest
 from livekit import rtc
 from livekit.agents import llm
 
-from frontdesk.core import ToolContext, hookimpl, host, tool
 from frontdesk.agents.patterns import run_tool
-from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASKS, TaskRpc
 from frontdesk.agents.programs.scenario import parse_scenario
-from frontdesk.agents.runtime import CallRuntime
 from frontdesk.agents.programs.simulate import simulate
-from frontdesk.db.models import utcnow
-from frontdesk.db.store import TaskStore
-from frontdesk.plugins import ledger
+from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASKS, TaskRpc
+from frontdesk.agents.runtime import CallRuntime
+from frontdesk.core import ToolContext, hookimpl, host, tool
 from frontdesk.core.schema import open_store
+from frontdesk.db.models import utcnow
+from frontdesk.plugins import ledger
 
 GUESSES: list[Any] = [0, -1, 2**31, 2**63, "1 OR 1=1", "1; DROP TABLE tasks", "9e9", None]
 

@@ -21,9 +21,16 @@ app = typer.Typer(
 
 
 def _register_subcommands() -> None:
-    from frontdesk.agents.programs import cli_db, cli_plugins, cli_session, cli_tasks, cli_voice
+    from frontdesk.agents.programs import (
+        cli_db,
+        cli_deploy,
+        cli_plugins,
+        cli_session,
+        cli_tasks,
+        cli_voice,
+    )
 
-    for module in (cli_tasks, cli_db, cli_plugins, cli_session, cli_voice):
+    for module in (cli_tasks, cli_db, cli_plugins, cli_session, cli_voice, cli_deploy):
         module.register(app)
 
 

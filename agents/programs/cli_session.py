@@ -206,13 +206,22 @@ def console(
         run_voice_console(settings)
         return
     make_llm = None
-    from frontdesk.agents import providers
+    from frontdesk.agents import provider_build, providers
+    from frontdesk.agents.provider_failures import quiet_provider_noise
 
-    llm_choice = providers.select_all(settings).llm
+    choices = providers.select_all(settings)
+    llm_choice = choices.llm
     if llm_choice.enabled:
+        quiet_provider_noise(llm_choice.modules)
+        text_only = providers.Choices(
+            llm=llm_choice,
+            stt=providers.select("stt", "none", {}),
+            tts=providers.select("tts", "none", {}),
+            env=choices.env,
+        )
 
         def make_llm() -> Any:
-            return providers.build_llm(llm_choice)
+            return provider_build.build(text_only, settings=settings)
 
     brain = f"LLM {llm_choice.label()}" if llm_choice.enabled else "offline brain"
     reason = "--text given" if mode == "voice" else why

@@ -48,22 +48,37 @@ def _scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
+# Always listed (set or not); the other key variables only when set.
+_MAIN_KEYS = (
+    "OPENAI_API_KEY",
+    "GOOGLE_API_KEY",
+    providers.GOOGLE_CREDS,
+    "DEEPGRAM_API_KEY",
+    "ELEVEN_API_KEY",
+)
+
+
 def _providers_section(
     settings: Settings, env: dict[str, str]
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[dict[str, Any]], bool, providers.Choices | None]:
     rows, ok, chosen = [], True, {}
+    llm_chain = None
     for kind in ("llm", "stt", "tts"):
         value = getattr(settings, kind)
         try:
-            choice = providers.select(kind, value, env)  # type: ignore[arg-type]
+            chain = providers.select(kind, value, env, llm=llm_chain)  # type: ignore[arg-type]
         except ConfigError as exc:
             ok = False
             rows.append({"item": kind.upper(), "status": "error", "detail": str(exc)})
             continue
-        chosen[kind] = choice
-        rows.append(
-            {"item": kind.upper(), "status": "ok", "value": choice.label(), "detail": choice.reason}
-        )
+        if kind == "llm":
+            llm_chain = chain
+        chosen[kind] = chain
+        for i, entry in enumerate(chain):
+            item = kind.upper() if i == 0 else f"{kind.upper()} fallback {i}"
+            rows.append(
+                {"item": item, "status": "ok", "value": entry.describe(), "detail": entry.reason}
+            )
     if "stt" in chosen and "tts" in chosen:
         if chosen["stt"].enabled and chosen["tts"].enabled:
             rows.append(
@@ -79,14 +94,23 @@ def _providers_section(
                 }
             )
     for var in providers.KEY_VARS:
-        rows.append(
-            {
-                "item": var,
-                "status": "ok" if env.get(var) else "info",
-                "detail": "set" if env.get(var) else "not set",
-            }
-        )
-    return rows, ok
+        if var in _MAIN_KEYS or env.get(var):
+            rows.append(
+                {
+                    "item": var,
+                    "status": "ok" if env.get(var) else "info",
+                    "detail": "set" if env.get(var) else "not set",
+                }
+            )
+    for var in providers.URL_VARS:
+        if env.get(var):
+            rows.append(
+                {"item": var, "status": "ok", "detail": f"set ({providers.safe_url(env[var])})"}
+            )
+    choices = None
+    if ok:
+        choices = providers.Choices(chosen["llm"], chosen["stt"], chosen["tts"], env=env)
+    return rows, ok, choices
 
 
 def _livekit_section(env: dict[str, str]) -> list[dict[str, Any]]:
@@ -223,12 +247,36 @@ def _profile_section(registry: Any) -> list[dict[str, Any]]:
     return rows
 
 
-async def gather(settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+async def _check_section(choices: providers.Choices | None) -> tuple[list[dict[str, Any]], bool]:
+    from frontdesk.agents.provider_check import check
+
+    if choices is None:
+        return [
+            {"item": "check", "status": "error", "detail": "not run: fix the providers above"}
+        ], False
+    outcomes = await check(choices)
+    rows = [
+        {"item": f"{o.probe.kind} {o.probe.entry}", "status": o.status, "detail": o.detail}
+        for o in outcomes
+    ]
+    if not rows:
+        rows = [
+            {
+                "item": "check",
+                "status": "info",
+                "detail": "nothing to check: offline brain, text only",
+            }
+        ]
+    return rows, all(o.status != "error" for o in outcomes)
+
+
+async def gather(settings: Settings, env: dict[str, str], *, live: bool = False) -> dict[str, Any]:
     from frontdesk.core import host
     from frontdesk.core.schema import branches
 
     registry = host.load(settings)
-    provider_rows, providers_ok = _providers_section(settings, env)
+    provider_rows, providers_ok, choices = _providers_section(settings, env)
+    checks = asyncio.create_task(_check_section(choices)) if live else None  # beside the DB probe
     db_rows, db_ok = await _database_section(settings.database_url, branches(registry))
     sections = {
         "providers": provider_rows,
@@ -238,6 +286,9 @@ async def gather(settings: Settings, env: dict[str, str]) -> dict[str, Any]:
         "profile": _profile_section(registry),
         "plugins": _plugins_section(registry),
     }
+    checks_ok = True
+    if checks is not None:
+        sections["check"], checks_ok = await checks
     # Scrub every value we know to be secret, whatever path it might have leaked through.
     secrets = [env.get(k, "") for k in SECRET_VARS]
     try:
@@ -254,7 +305,10 @@ async def gather(settings: Settings, env: dict[str, str]) -> dict[str, Any]:
         ]
         for name, rows in sections.items()
     }
-    return {"ok": providers_ok and db_ok and not registry.config_errors, "sections": clean}
+    return {
+        "ok": providers_ok and db_ok and checks_ok and not registry.config_errors,
+        "sections": clean,
+    }
 
 
 _MARK = {"ok": "ok  ", "info": "-   ", "warn": "warn", "error": "FAIL"}
@@ -262,13 +316,17 @@ _MARK = {"ok": "ok  ", "info": "-   ", "warn": "warn", "error": "FAIL"}
 
 def doctor(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    live: bool = typer.Option(
+        False, "--check", help="Also make one cheap authenticated request per provider."
+    ),
 ) -> None:
     """What is configured and what is missing, in plain words (exit 1 if something is broken).
 
-    No keys is not broken: frontdesk then runs with the offline brain in text."""
+    No keys is not broken: frontdesk then runs with the offline brain in text. With --check,
+    a provider that refuses its key or does not answer is broken."""
     settings = Settings()
     env = providers.provider_env()
-    report = run_async(gather(settings, env))
+    report = run_async(gather(settings, env, live=live))
     if as_json:
         typer.echo(json.dumps(report))
     else:
@@ -296,7 +354,7 @@ NoRunnerOption = typer.Option(
 
 
 def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_format: str) -> None:
-    providers.export_dotenv_keys()  # LiveKit and the plugins read os.environ only
+    providers.export_livekit_env()  # the LiveKit worker reads os.environ only
     env = providers.provider_env()
     missing = [v for v in providers.LIVEKIT_VARS if not env.get(v)]
     if missing:

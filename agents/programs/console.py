@@ -63,6 +63,8 @@ async def run_console(
     try:
         await driver.connect()
         while True:
+            if driver.runtime is None or driver.runtime.guard.ended:
+                break  # the call ended after repeated provider failures (see provider_failures)
             line = await stdin.read_line("you> ")
             if line is None or line.strip() in ("/quit", "/exit"):
                 break

@@ -148,8 +148,14 @@ class CallDriver:
 
     async def connect(self) -> None:
         # A configured model answers when the script is empty (the console), else the brain.
-        self.llm = ScriptedLLM(fallback=self.make_llm() if self.make_llm else OfflineBrain())
-        self.session = AgentSession(llm=self.llm)
+        # make_llm may return built Providers (the console's chain: its retries, its labels).
+        from frontdesk.agents.provider_build import Providers
+
+        made = self.make_llm() if self.make_llm else None
+        built = made if isinstance(made, Providers) else None
+        self.llm = ScriptedLLM(fallback=built.llm if built else made or OfflineBrain())
+        options = {"conn_options": built.session_kwargs()["conn_options"]} if built else {}
+        self.session = AgentSession(llm=self.llm, **options)
         runtime = CallRuntime(
             self.session,
             store=self.env.store,
@@ -157,6 +163,7 @@ class CallDriver:
             settings=self.env.settings,
             caller=self.caller,
             watcher=self.env.watcher,
+            providers=built,
         )
         runtime.listeners.append(self.emit)
         self.runtime = runtime

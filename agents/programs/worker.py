@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from frontdesk.agents import providers
+from frontdesk.agents import provider_build, providers
 from frontdesk.agents.identity import caller_identity
 from frontdesk.core.errors import FrontdeskError
 from frontdesk.core.settings import Settings
@@ -45,15 +45,17 @@ def prewarm(proc: JobProcess) -> None:
 
     The store is constructed but not connected: an async engine's connections belong to the
     event loop that opens them, and the call's loop is not running yet."""
+    from frontdesk.agents.provider_failures import quiet_provider_noise
     from frontdesk.core import host
     from frontdesk.db.store import TaskStore
 
     settings = Settings()
     choices = providers.select_all(settings)
-    providers.import_plugins(choices)  # plugins register on the main thread only
+    modules = providers.import_plugins(choices)  # plugins register on the main thread only
+    quiet_provider_noise(modules)
     proc.userdata[SETTINGS] = settings
     proc.userdata[CHOICES] = choices
-    proc.userdata[VAD] = providers.build_vad() if choices.stt.enabled else None
+    proc.userdata[VAD] = provider_build.build_vad() if choices.stt.enabled else None
     proc.userdata[REGISTRY] = host.load(settings)
     proc.userdata[STORE] = TaskStore(settings.database_url)
 
@@ -108,14 +110,17 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     session_id = ctx.job.id
     log.info("call %s from %s (%s)", session_id, caller, participant.identity)
 
-    built = providers.build(ud[CHOICES], vad=ud[VAD])
+    built = provider_build.build(ud[CHOICES], vad=ud[VAD], settings=settings)
     session = AgentSession(**built.session_kwargs())
 
     acks = None
     warm_task: asyncio.Task[int] | None = None
     if built.tts is not None:
+        from frontdesk.agents.provider_failures import PHRASES
+
         acks = AckCache(built.tts, cache_dir=default_cache_dir(settings))
-        phrases = [spec.ack for spec in registry.tools.values() if spec.ack]
+        # The apology and goodbye too: they must play when the TTS is what fails.
+        phrases = [*PHRASES, *(spec.ack for spec in registry.tools.values() if spec.ack)]
         # Not awaited: the greeting must not wait on ack synthesis; the disk cache is shared,
         # so only the first call per voice on a machine pays for it.
         warm_task = asyncio.create_task(acks.warm(phrases), name="frontdesk.acks.warm")
@@ -172,6 +177,8 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
             room_options=room_io.RoomOptions(participant_identity=participant.identity),
             acks=acks,
             audio=audio,
+            providers=built,
+            end_call=ctx.shutdown,
         )
     except BaseException:
         await close("start failed")

@@ -32,6 +32,9 @@ class ScriptedLLM(llm.LLM):
         super().__init__()
         self._replies: deque[Reply] = deque(replies)
         self._fallback = fallback
+        if fallback is not None:
+            # The fallback's streams report errors on the fallback; the session listens here.
+            fallback.on("error", lambda err: self.emit("error", err))
         self.delay = delay
         self.requests: list[llm.ChatContext] = []
 
