@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from common import BENCH, ratio, scratch, sqlite_url, summary
+
 from frontdesk.core.schema import open_store
 
 # -- a call process ---------------------------------------------------------------------------
@@ -38,7 +39,6 @@ def call_child(argv: list[str]) -> None:
 async def _call_main(
     url: str, mode: str, seconds: float, start: float, seed: int
 ) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
 
     rng = random.Random(seed)
     store = await open_store(url)
@@ -242,7 +242,6 @@ def _account(db: Path, results: list[dict[str, Any]], jobs: list[int]) -> dict[s
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
 
     realistic_s, burst_s, base_s = (3.0, 2.0, 3.0) if quick else (10.0, 5.0, 10.0)
     out: dict[str, Any] = {}

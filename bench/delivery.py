@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from common import BENCH, bench_settings, kit_registry, ratio, scratch, sqlite_url, summary
+
 from frontdesk.core.schema import open_store
 
 # -- the runner process ----------------------------------------------------------------------
@@ -34,7 +35,6 @@ def runner_child(argv: list[str]) -> None:
 async def _runner_main(url: str) -> None:
     from frontdesk.core.runner import Runner
     from frontdesk.db.models import FINISHED
-    from frontdesk.db.store import TaskStore
 
     settings = bench_settings(url)
     registry = kit_registry(settings)
@@ -105,7 +105,6 @@ async def run(quick: bool) -> dict[str, Any]:
     from frontdesk.agents.followups import FollowupWatcher
     from frontdesk.agents.runtime import CallRuntime
     from frontdesk.agents.testing import ScriptedLLM
-    from frontdesk.db.store import TaskStore
 
     jobs = 10 if quick else 40
     idle_calls = 10

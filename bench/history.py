@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common import ratio, scratch, sqlite_url, summary
+
 from frontdesk.core.schema import open_store
 
 CALLERS = 20_000
@@ -130,7 +131,6 @@ FLOORS = {
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
 
     rows = 1_000_000
     lookups = 100 if quick else 300

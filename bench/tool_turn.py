@@ -101,8 +101,8 @@ async def run(quick: bool) -> dict[str, Any]:
     from livekit.agents.llm import ChatContext
 
     from frontdesk.agents.patterns import function_tool_for
-    from frontdesk.agents.runtime import CallRuntime
     from frontdesk.agents.programs.simulate import Environment
+    from frontdesk.agents.runtime import CallRuntime
     from frontdesk.agents.testing import ScriptedLLM
 
     turns = 20 if quick else 60

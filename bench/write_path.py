@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common import percentile, ratio, scratch, sqlite_url, summary
+
 from frontdesk.core.schema import open_store
 
 UPDATE_SQL = "UPDATE tasks SET status = ?, started_at = ? WHERE id = ? AND status = ?"
@@ -46,7 +47,6 @@ class Path_:
 
 
 async def _migrated(path: Path) -> None:
-    from frontdesk.db.store import TaskStore
 
     store = await open_store(sqlite_url(path))
     await store.close()
@@ -164,7 +164,6 @@ async def frontdesk_store(
 ) -> Path_:
     """Our TaskStore; with ``hot=False`` its SQLAlchemy Core path (what every write took before
     db/hotpath.py, and what Postgres takes), for a before/after in the same run."""
-    from frontdesk.db.store import TaskStore
 
     tag = synchronous.lower() + ("" if hot else "_core")
     db = dir_ / f"frontdesk-{tag}.db"

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from clirun import FRONTDESK
 
-from frontdesk.db.store import TaskStore
 from frontdesk.core.schema import open_store
 
 ROOT = Path(__file__).resolve().parent.parent

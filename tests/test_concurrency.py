@@ -13,9 +13,8 @@ import crashtrials
 import pytest
 
 from frontdesk.core.runner import Runner
-from frontdesk.core.tools import tool
-from frontdesk.db.store import TaskStore
 from frontdesk.core.schema import open_store
+from frontdesk.core.tools import tool
 
 
 def test_two_processes_100_calls_each_on_one_sqlite_file(tmp_path, db_url):

@@ -17,7 +17,6 @@ from pathlib import Path
 import crashkit
 import crashtrials
 
-from frontdesk.db.store import TaskStore
 from frontdesk.core.schema import open_store
 
 

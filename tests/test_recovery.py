@@ -14,12 +14,12 @@ import kit
 import pytest
 
 from frontdesk.agents.patterns import _digest
-from frontdesk.core.runner import RESTART, Runner
 from frontdesk.agents.programs.scenario import parse_scenario
 from frontdesk.agents.programs.simulate import simulate
+from frontdesk.core.runner import RESTART, Runner
+from frontdesk.core.schema import open_store
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import TaskStore
-from frontdesk.core.schema import open_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -222,8 +222,8 @@ async def test_hangup_records_critical_work_that_finished_while_the_turn_was_sti
     "unfinished at hang-up" for a payment that went through."""
     import contextlib
 
-    from frontdesk.core import patterns
     from frontdesk.agents.runtime import CallRuntime
+    from frontdesk.agents import patterns
 
     @contextlib.asynccontextmanager
     async def slow_filler(*_args):

@@ -10,8 +10,8 @@ import pytest
 from livekit import rtc
 
 from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASK, METHOD_TASKS, TaskRpc
-from frontdesk.db.store import TaskEvent, TaskStore
 from frontdesk.core.schema import open_store
+from frontdesk.db.store import TaskEvent
 
 ALICE, BOB = "alice", "bob"
 PAYLOAD_KEYS = {"v", "task_id", "tool", "department", "pattern", "status", "progress", "note", "at"}

@@ -11,7 +11,6 @@ import time
 import crashkit
 import pytest
 
-from frontdesk.db.store import TaskStore
 from frontdesk.core.schema import open_store
 
 EXIT_BOUND_SECONDS = 10.0  # STOP_GRACE_SECONDS (5) for stubborn jobs, plus closing the store

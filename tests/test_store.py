@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from frontdesk.core.errors import TaskNotFound
+from frontdesk.core.schema import open_store
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import ALLOWED_FROM, TaskStore
-from frontdesk.core.schema import open_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

@@ -11,12 +11,12 @@ from livekit import rtc
 from livekit.agents import AgentSession, JobExecutorType, JobProcess
 from livekit.agents.testing import fake_job_context
 
-from frontdesk.agents.programs import worker
-from frontdesk.core import host
 from frontdesk.agents.followups import FollowupWatcher
+from frontdesk.agents.programs import worker
 from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASKS
-from frontdesk.db.store import TaskStore
+from frontdesk.core import host
 from frontdesk.core.schema import open_store
+from frontdesk.db.store import TaskStore
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
@@ -208,11 +208,10 @@ async def test_a_failed_start_releases_what_it_took(env):
 async def test_real_start_call_binds_the_room_and_keeps_the_ack_cache(tmp_path):
     from livekit.agents import AgentSession
 
-    from frontdesk.core import host
     from frontdesk.agents.runtime import start_call
-    from frontdesk.core.settings import Settings
     from frontdesk.agents.testing import ScriptedLLM
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core import host
+    from frontdesk.core.settings import Settings
 
     class RecordingSession(AgentSession):
         started_with: dict = {}

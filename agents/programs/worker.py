@@ -45,9 +45,11 @@ def prewarm(proc: JobProcess) -> None:
 
     The store is constructed but not connected: an async engine's connections belong to the
     event loop that opens them, and the call's loop is not running yet."""
+    from frontdesk.agents.programs.logs import configure
     from frontdesk.core import host
     from frontdesk.db.store import TaskStore
 
+    configure()  # a job process sets its own levels: ours INFO, libraries WARNING
     settings = Settings()
     choices = providers.select_all(settings)
     providers.import_plugins(choices)  # plugins register on the main thread only
