@@ -33,7 +33,7 @@ from frontdesk.core.recording import (
     stored_error,
     to_jsonable,
 )
-from frontdesk.core.tools import ToolSpec
+from frontdesk.core.tools import ToolSpec, mask_cards
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
 
@@ -58,10 +58,11 @@ def function_tool_for(spec: ToolSpec, runtime: Call, department: str) -> llm.Too
 
 
 def for_llm(result: Any) -> str:
-    """What the LLM reads: text as is, anything else as compact JSON."""
+    """What the LLM reads: text as is, anything else as compact JSON; card numbers masked."""
     if result is None:
         return "Done."
-    return result if isinstance(result, str) else json.dumps(result, default=str)
+    # Masked again here: a replayed row may predate result masking.
+    return mask_cards(result if isinstance(result, str) else json.dumps(result, default=str))
 
 
 def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:

@@ -36,7 +36,7 @@ class CallerTasks:
         self._session_id = session_id
 
     async def list(
-        self, *, status: str | None = None, tool: str | None = None, limit: int = 50
+        self, *, status: str | None = None, tool: str | None = None, limit: int | None = 50
     ) -> list[Task]:
         """Newest first."""
         return await self._store.list(caller=self._caller, status=status, tool=tool, limit=limit)

@@ -30,7 +30,7 @@ from frontdesk.core.registry import (
     _impls,
     _run_hook,
 )
-from frontdesk.core.settings import Settings
+from frontdesk.core.settings import Settings, load_settings
 from frontdesk.core.tools import ToolSpec
 
 log = logging.getLogger("frontdesk.plugins")
@@ -59,7 +59,7 @@ def load(
     applies to them, the allow-list (which is for installed plugins) does not. ``profile``
     defaults to ``frontdesk.toml`` or the file ``FRONTDESK_PROFILE`` names.
     """
-    settings = settings or Settings()
+    settings = settings or load_settings()
     profile = profile if profile is not None else load_profile()
     pm = pluggy.PluginManager("frontdesk")
     pm.add_hookspecs(hookspecs)
@@ -98,7 +98,8 @@ def load(
     collect_migrations(registry, _impls(registry, "register_migrations"))
     _apply_profile(registry)
     for err in registry.errors:
-        log.warning("plugin %s", err)
+        if ": settings: " not in err:  # a bad setting is the command's one error line
+            log.warning("plugin %s", err)
     return registry
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from pathlib import Path, PurePath
+from typing import Any, get_args
 
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -29,9 +30,16 @@ def build(plugin: str, cls: type[BaseSettings], profile: Profile) -> BaseSetting
     """The plugin's settings, or ``ValueError`` with one line naming the variable or key."""
     prefix = env_prefix(plugin)
     table = dict(profile.plugins.get(plugin, {}))
-    for key in table:
+    for key, value in table.items():
         if key not in cls.model_fields:
             raise ValueError(f"{profile.key('plugins', plugin, key)}: unknown key")
+        # A relative path in the profile means relative to the profile, wherever frontdesk runs
+        # from; one from the environment stays relative to the working directory.
+        if profile.source and isinstance(value, str) and value and _is_path(
+            cls.model_fields[key].annotation
+        ):
+            if not Path(value).is_absolute():
+                table[key] = str(Path(profile.source).resolve().parent / value)
 
     class Filled(cls):  # type: ignore[valid-type, misc]
         model_config = SettingsConfigDict(
@@ -56,6 +64,12 @@ def build(plugin: str, cls: type[BaseSettings], profile: Profile) -> BaseSetting
         return Filled(**table)
     except ValidationError as exc:
         raise ValueError(_one_line(exc, prefix, plugin, table, profile)) from None
+
+
+def _is_path(annotation: Any) -> bool:
+    if annotation is Path or (isinstance(annotation, type) and issubclass(annotation, PurePath)):
+        return True
+    return any(_is_path(arg) for arg in get_args(annotation))
 
 
 def _one_line(

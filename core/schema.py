@@ -83,7 +83,7 @@ async def open_existing(url: str) -> TaskStore:
     from pathlib import Path
 
     from frontdesk.core.errors import FrontdeskError
-    from frontdesk.db.engine import mask_url, parse_url
+    from frontdesk.db.engine import mask_url, parse_url, sqlite_tables
 
     parsed = parse_url(url)
     hint = f"`frontdesk db upgrade --db {mask_url(url)}` creates one"
@@ -91,6 +91,18 @@ async def open_existing(url: str) -> TaskStore:
         path = parsed.database or ""
         if path and path != ":memory:" and not Path(path).is_file():
             raise FrontdeskError(f"no frontdesk database at {path}; {hint}")
+        # Looked at read-only first: connecting as the store does would switch a foreign
+        # file's journal to WAL and leave -wal/-shm files beside it.
+        tables = sqlite_tables(path)
+        if tables is None:
+            raise FrontdeskError(f"{path} is not an SQLite database")
+        if not tables:
+            raise FrontdeskError(f"no frontdesk database at {path} (the file is empty); {hint}")
+        if CORE.version_table not in tables:
+            raise FrontdeskError(
+                f"{path} is not a frontdesk database (it holds other tables); "
+                "point --db at a frontdesk database or at a new file"
+            )
 
     async def require(store: TaskStore) -> None:
         async with store.read_engine.connect() as conn:

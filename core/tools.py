@@ -100,14 +100,18 @@ class ToolSpec:
         return schema
 
     def validate(self, raw: Any) -> dict[str, Any]:
-        """Arguments from the LLM, validated; a ``ToolError`` the caller may hear otherwise."""
+        """Arguments from the LLM, validated; a ``ToolError`` the caller may hear otherwise.
+
+        The sentences are spoken, so they never name the tool and say a parameter in words:
+        its ``Field(description=...)`` when it has one ("I need to know whether you confirm
+        the payment."), else its name ("I need a valid invoice id.")."""
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw or "{}")
             except ValueError:
-                raise ToolError(f"I couldn't read the details for {self.name}.") from None
+                raise ToolError("I couldn't read those details.") from None
         if not isinstance(raw, dict):
-            raise ToolError(f"I couldn't read the details for {self.name}.")
+            raise ToolError("I couldn't read those details.")
         try:
             args = self.model().model_validate(raw).model_dump()
         except ValidationError as exc:
@@ -120,16 +124,31 @@ class ToolSpec:
                 first.get("type") == "extra_forbidden"
                 or field_name not in self.model().model_fields
             ):
-                raise ToolError(f"I got details I can't use for {self.name}.") from None
-            raise ToolError(f"I need a valid {field_name} for {self.name}.") from None
+                raise ToolError("I got details I can't use.") from None
+            raise ToolError(
+                self.ask_for(field_name, missing=first.get("type") == "missing")
+            ) from None
         if self.precheck is not None:
             try:
                 self.precheck(**args)
             except ToolError:
                 raise
             except Exception:
-                raise ToolError(f"I couldn't use those details for {self.name}.") from None
+                raise ToolError("I couldn't use those details.") from None
         return args
+
+    def ask_for(self, field_name: str, *, missing: bool = False) -> str:
+        """The sentence that asks the caller for a parameter that is missing or invalid."""
+        info = self.model().model_fields[field_name]
+        description = " ".join((info.description or "").split()).rstrip(".")
+        if description and len(description) <= 120:
+            return f"I need to know {description[0].lower()}{description[1:]}."
+        words = field_name.replace("_", " ").strip() or "details"
+        if info.annotation is bool:
+            if words.endswith("ed"):
+                return f"I need to know whether it's {words}."
+            return f"I need a yes or no on {words}."
+        return f"I need the {words}." if missing else f"I need a valid {words}."
 
     def redact(self, args: dict[str, Any]) -> dict[str, Any]:
         """Arguments as they may be stored in history: sensitive ones hidden, cards masked."""

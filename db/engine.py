@@ -44,12 +44,49 @@ def parse_url(url: str) -> URL:
         ) from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
+        if is_memory(parsed):
+            raise ConfigError(
+                f"{url[:100]} is an in-memory SQLite database: each connection would see its "
+                "own empty copy and it is gone when the command ends; use a file, e.g. "
+                "sqlite+aiosqlite:///frontdesk.db"
+            )
         return parsed.set(drivername="sqlite+aiosqlite")
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+asyncpg")
     raise ConfigError(
         f"unsupported database {backend!r} in {mask_url(url)}; use sqlite or postgresql"
     )
+
+
+def is_memory(parsed: URL) -> bool:
+    """``sqlite://``, ``sqlite:///``, ``sqlite:///:memory:`` and ``file:...?mode=memory``."""
+    database = parsed.database or ""
+    return (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or "mode=memory" in database
+        or parsed.query.get("mode") == "memory"
+    )
+
+
+def sqlite_tables(path: str) -> set[str] | None:
+    """The table names of an SQLite file, read without changing it (no journal switch, no
+    -wal or -shm file); None if it is not an SQLite database."""
+    import sqlite3
+    from pathlib import Path
+
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return {r[0] for r in rows}
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

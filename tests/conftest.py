@@ -21,6 +21,7 @@ from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "demo"  # the demo business: profile, knowledge base, invoices
 
 
 BACKENDS = ("sqlite", "postgres")
@@ -82,6 +83,10 @@ def _plugin_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # test writes inside its tmp_path, and read no developer's profile.
     monkeypatch.setenv("FRONTDESK_REPORTS_PATH", str(tmp_path / "reports"))
     monkeypatch.delenv("FRONTDESK_PROFILE", raising=False)
+    # The calls under test are the demo's: every new caller opens with its three invoices
+    # (billing's seed_invoices; a deployment's ledger starts empty), paid to the demo's payee.
+    monkeypatch.setenv("FRONTDESK_BILLING_SEED_INVOICES", str(DEMO / "invoices.toml"))
+    monkeypatch.setenv("FRONTDESK_BILLING_PAYEE", "Harbor Light Hotel")
 
 
 @pytest.fixture

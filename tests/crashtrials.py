@@ -57,8 +57,9 @@ class Outcome:
 
 def settings_for(url: str, tmp: Path) -> Settings:
     """What a restarted worker runs with (the test suite's timings)."""
+    os.environ["FRONTDESK_REPORTS_PATH"] = str(tmp / "reports")  # the reports plugin's own setting
     return Settings(
-        database_url=url, load_plugins="", reports_path=tmp / "reports",
+        database_url=url, load_plugins="",
         job_lease_seconds=3, followup_poll_seconds=0.05, runner_poll_seconds=0.05,
         ack_after_seconds=0.5, fire_and_forget_grace_seconds=2,
     )  # fmt: skip

@@ -155,7 +155,7 @@ class Harness:
         self.loop = asyncio.new_event_loop()
         self.settings = Settings(
             database_url=f"sqlite+aiosqlite:///{tmp}/fuzz.db", load_plugins="",
-            reports_path=tmp / "reports", job_lease_seconds=5,
+            job_lease_seconds=5,
         )  # fmt: skip
         self.registry = host.load(self.settings)
         self.store: TaskStore = self.run(open_store(self.settings.database_url))

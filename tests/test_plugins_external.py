@@ -56,6 +56,8 @@ def test_plugins_list_finds_the_weather_plugin(venv):
         "on_task_event",
         "register_commands",
         "register_departments",
+        "register_migrations",
+        "register_settings",
         "register_tools",
     ]
     assert weather["commands"] == ["weather-check"]

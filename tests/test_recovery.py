@@ -222,8 +222,8 @@ async def test_hangup_records_critical_work_that_finished_while_the_turn_was_sti
     "unfinished at hang-up" for a payment that went through."""
     import contextlib
 
+    from frontdesk.agents import patterns
     from frontdesk.agents.runtime import CallRuntime
-    from frontdesk.core import patterns
 
     @contextlib.asynccontextmanager
     async def slow_filler(*_args):

@@ -8,7 +8,8 @@ from typing import Any
 import typer
 
 from frontdesk.agents.programs.exits import fail, run_async
-from frontdesk.core.settings import Settings
+from frontdesk.core.errors import FrontdeskError
+from frontdesk.core.settings import load_settings
 
 app = typer.Typer(
     help="Database schema (Alembic): core and every plugin's branch.", no_args_is_help=True
@@ -53,7 +54,30 @@ def _branches(branch: str | None) -> list[Any]:
 
 
 def _url(db: str | None) -> str:
-    return db or Settings().database_url
+    return db or load_settings().database_url
+
+
+def _existing(url: str) -> str:
+    """``url``, if its SQLite file exists: reading or downgrading must not create one."""
+    from pathlib import Path
+
+    from frontdesk.db.engine import mask_url, parse_url, sqlite_tables
+
+    try:
+        parsed = parse_url(url)
+    except FrontdeskError as exc:
+        raise fail(str(exc)) from None
+    path = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite":
+        return url
+    if not Path(path).is_file():
+        raise fail(
+            f"no frontdesk database at {path}; `frontdesk db upgrade --db {mask_url(url)}` creates one"
+        )
+    tables = sqlite_tables(path)  # read-only: no journal switch on another application's file
+    if tables is None or (tables and "alembic_version" not in tables):
+        raise fail(f"{path} is not a frontdesk database; point --db at one or at a new file")
+    return url
 
 
 @app.command()
@@ -82,7 +106,7 @@ def downgrade(
     from frontdesk.migrations import downgrade_sync
 
     for b in _branches(branch):
-        run_async(_with_conn(_url(db), downgrade_sync, b, revision))
+        run_async(_with_conn(_existing(_url(db)), downgrade_sync, b, revision))
         typer.echo(f"{b.name}: downgraded to {revision}")
 
 
@@ -92,7 +116,7 @@ def current(db: str | None = DbOption, branch: str | None = BranchOption) -> Non
     from frontdesk.migrations import current_sync
 
     for b in _branches(branch):
-        rev = run_async(_with_conn(_url(db), current_sync, b))
+        rev = run_async(_with_conn(_existing(_url(db)), current_sync, b))
         head = b.head
         state = " (head)" if rev == head else f" (head is {head})"
         typer.echo(f"{b.name}: {rev or 'empty'}{state}")

@@ -33,9 +33,9 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Machine-readable o
     Exits 0 even when a plugin is broken: reporting broken plugins is what this is for.
     """
     from frontdesk.core import host
-    from frontdesk.core.settings import Settings
+    from frontdesk.core.settings import load_settings
 
-    registry = host.load(Settings())
+    registry = host.load(load_settings())
     # Ask register_commands against a throwaway app, so its errors and commands show too.
     registry.add_commands(typer.Typer())
     infos = [*registry.plugins.values(), *registry.skipped]
@@ -83,22 +83,67 @@ def install(
     target: str = typer.Argument(..., help="A package name, a path or a URL pip understands."),
     upgrade: bool = typer.Option(False, "--upgrade", "-U", help="Upgrade if installed."),
     editable: bool = typer.Option(False, "--editable", "-e", help="Install a path editable."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show all of pip's output, 'already satisfied' lines too."
+    ),
 ) -> None:
     """Install a plugin into frontdesk's own environment with pip.
 
-    Extra options are passed to pip, e.g. ``--no-deps`` or ``--index-url URL``.
+    Extra options are passed to pip, e.g. ``--no-deps`` or ``--index-url URL``. Exits 1 when
+    the package adds no frontdesk plugin, or adds one that fails to import.
     """
     if Path(target).exists():  # a local path: make it unambiguous for pip
         target = str(Path(target).resolve())
     before = _plugin_names()
     flags = [*(["--upgrade"] if upgrade else []), *ctx.args]
-    _pip("install", *flags, *(["--editable"] if editable else []), target)
+    _pip("install", *flags, *(["--editable"] if editable else []), target, verbose=verbose)
     importlib.invalidate_caches()
     added = sorted(_plugin_names() - before)
-    if added:
-        typer.echo(f"installed plugin(s): {', '.join(added)}")
-    else:
-        typer.echo(f"installed {target}; it added no new frontdesk plugin (already there?)")
+    if not added:
+        typer.echo(
+            f"{target} was installed, but it adds no frontdesk plugin: a plugin is declared "
+            'as an entry point in the "frontdesk" group (see docs/plugins.md); '
+            "`frontdesk plugins list` shows the plugins already installed",
+            err=True,
+        )
+        raise typer.Exit(1)
+    broken = _import_problems(added)
+    good = [name for name in added if name not in broken]
+    if good:
+        typer.echo(f"installed plugin(s): {', '.join(good)}")
+    for name, why in broken.items():
+        typer.echo(
+            f"plugin {name} was installed but fails to import: {why}; fix or uninstall it "
+            f"(`frontdesk plugins uninstall {name}`)",
+            err=True,
+        )
+    if broken:
+        raise typer.Exit(1)
+
+
+def _import_problems(names: list[str]) -> dict[str, str]:
+    """Each named plugin whose module cannot be imported, with why, in one line. Imported in
+    a fresh interpreter: this one has already cached what the environment held before."""
+    code = (
+        "import json, sys, traceback\n"
+        "from importlib.metadata import entry_points\n"
+        "out = {}\n"
+        "for ep in entry_points(group='frontdesk'):\n"
+        "    if ep.name in sys.argv[1:]:\n"
+        "        try:\n"
+        "            ep.load()\n"
+        "        except BaseException as exc:\n"
+        "            out[ep.name] = ''.join(traceback.format_exception_only(type(exc), exc)).strip()\n"
+        "print(json.dumps(out))\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=120
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+        return {name: f"could not check ({exc})" for name in names}
+    return {name: " ".join(str(why).split())[:300] for name, why in found.items()}
 
 
 @app.command(context_settings=PIP_PASSTHROUGH)
@@ -118,15 +163,33 @@ def uninstall(
     typer.echo(f"uninstalled {package}")
 
 
-def _pip(*args: str) -> None:
-    # Output streams straight through: pip's own progress and errors are the useful detail.
+def _pip(*args: str, verbose: bool = True) -> None:
     command = [sys.executable, "-m", "pip", *args]
     try:
-        code = subprocess.call(command)
+        code = _run_pip(command, verbose)
     except OSError as exc:
         raise fail(f"could not run pip: {exc}") from None
     if code != 0:
         raise fail(f"pip {args[0]} failed with exit code {code} (see pip's output above)")
+
+
+QUIET_PREFIXES = ("Requirement already satisfied",)
+
+
+def _run_pip(command: list[str], verbose: bool) -> int:
+    """Run pip, its output streaming through: its progress and errors are the useful detail.
+    Unless ``verbose``, its "Requirement already satisfied" line for each of frontdesk's
+    ~100 dependencies is left out."""
+    if verbose:
+        return subprocess.call(command)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    with proc.stdout:
+        for line in proc.stdout:
+            if not line.startswith(QUIET_PREFIXES):
+                sys.stdout.write(line)
+                sys.stdout.flush()
+    return proc.wait()
 
 
 def _plugin_names() -> set[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from frontdesk.agents.programs.exits import fail, operator_errors, run_async
-from frontdesk.core.settings import Settings
+from frontdesk.core.settings import Settings, load_settings
 
 TOUR = Path(__file__).resolve().parents[2] / "examples" / "calls" / "tour.yaml"
 # The demo business (profile, knowledge base, slow web-search stand-in): examples/demo/.
@@ -23,7 +23,7 @@ DEMO = TOUR.parent.parent / "demo"
 
 
 def _settings(db: str | None) -> Settings:
-    settings = Settings()
+    settings = load_settings()
     if db:
         settings = settings.model_copy(update={"database_url": db})
     from frontdesk.db.engine import parse_url
@@ -36,6 +36,7 @@ def _quiet_logs() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("livekit", "livekit.agents"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    logging.getLogger("frontdesk").setLevel(logging.WARNING)  # the transcript is the output
 
 
 @operator_errors
@@ -51,8 +52,12 @@ def simulate(
     no_runner: bool = typer.Option(
         False, "--no-runner", help="Leave background jobs to a separate `frontdesk runner`."
     ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail a turn the offline brain answers (its script ran out)."
+    ),
 ) -> None:
-    """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
+    """Run scripted calls on real text-mode sessions (docs/scenarios.md); exit 1 if an expect
+    fails, the LLM calls an unknown tool, or (--strict) the offline brain answers a turn."""
     from frontdesk.agents.programs.scenario import load_scenario
     from frontdesk.core.errors import FrontdeskError
 
@@ -61,7 +66,7 @@ def simulate(
         loaded = [load_scenario(p) for p in scenarios]
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
-    failures = _run(loaded, settings, as_json, callers, runner=not no_runner)
+    failures = _run(loaded, settings, as_json, callers, runner=not no_runner, strict=strict)
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
@@ -69,7 +74,12 @@ def simulate(
 
 
 def _run(
-    loaded: list[Any], settings: Settings, as_json: bool, callers: int, runner: bool = True
+    loaded: list[Any],
+    settings: Settings,
+    as_json: bool,
+    callers: int,
+    runner: bool = True,
+    strict: bool = False,
 ) -> list[str]:
     _quiet_logs()
     from frontdesk.agents.programs.render import transcript_line
@@ -86,7 +96,9 @@ def _run(
         else:
             transcript_line(event)
 
-    return run_async(run_sim(loaded, settings, registry, emit, callers=callers, runner=runner))
+    return run_async(
+        run_sim(loaded, settings, registry, emit, callers=callers, runner=runner, strict=strict)
+    )
 
 
 def _demo_search(demo_dir: Path) -> Any:
@@ -107,7 +119,7 @@ def _demo_search(demo_dir: Path) -> Any:
 def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> None:
     """Simulate the bundled tour: every department, a hang-up and a follow-up.
 
-    The tour is the demo hotel's: its profile is FRONTDESK_PROFILE, else
+    The tour is the demo business's: its profile is FRONTDESK_PROFILE, else
     examples/demo/frontdesk.toml."""
     import os
 
@@ -151,12 +163,32 @@ def demo(db: str | None = typer.Option(None, "--db", help="Database URL.")) -> N
         for path_ in artifact_paths(task.result):
             console.print(f"report file: {path_}")
     console.print(
-        f"[dim]history: frontdesk tasks list --caller {scenario.caller} --db {settings.database_url}[/dim]"
+        f"[dim]history: {_me()} tasks list --caller {scenario.caller} --db {settings.database_url}[/dim]",
+        soft_wrap=True,
     )
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
         raise typer.Exit(1)
+
+
+def _me() -> str:
+    """This command as it was started (``.venv/bin/frontdesk`` from ``make demo``), so a
+    hint can be pasted as it is: ``frontdesk`` itself is often not on PATH."""
+    import os
+    import shlex
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if Path(argv0).name == "frontdesk":
+        if os.sep in argv0:
+            path = Path(argv0)
+            try:
+                argv0 = str(path.resolve().relative_to(Path.cwd().resolve()))
+                argv0 = argv0 if os.sep in argv0 else f".{os.sep}{argv0}"
+            except ValueError:
+                argv0 = str(path)
+        return shlex.quote(argv0)
+    return f"{shlex.quote(sys.executable)} -m frontdesk.agents.programs"
 
 
 @operator_errors

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from frontdesk.agents.programs.exits import run_async
-from frontdesk.core.settings import Settings
+from frontdesk.core.settings import load_settings
 from frontdesk.db.models import STATUSES
 
 app = typer.Typer(help="Query task history.", no_args_is_help=True)
@@ -20,7 +20,7 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable output.")
 async def _store(db: str | None) -> Any:
     from frontdesk.core.schema import open_existing
 
-    return await open_existing(db or Settings().database_url)
+    return await open_existing(db or load_settings().database_url)
 
 
 def _check_status(status: str | None) -> None:

@@ -21,7 +21,7 @@ import typer
 from frontdesk.agents import providers
 from frontdesk.agents.programs.exits import fail, run_async
 from frontdesk.core.errors import ConfigError, FrontdeskError
-from frontdesk.core.settings import Settings
+from frontdesk.core.settings import Settings, load_settings, load_settings_leniently
 from frontdesk.db.engine import mask_url
 
 DB_TIMEOUT_SECONDS = 5.0
@@ -170,13 +170,24 @@ async def _database_section(url: str, wanted: list[Any]) -> tuple[list[dict[str,
             rows.append(
                 {
                     "item": "reachable",
-                    "status": "ok" if writable else "error",
-                    "detail": f"{db} does not exist yet; it is created at the schema head on first use"
+                    "status": "warn" if writable else "error",
+                    "detail": f"{db} does not exist yet; `frontdesk db upgrade` (or the first "
+                    "console, simulate or start) creates it"
                     if writable
                     else f"{db} cannot be created: {parent} is not a writable directory",
                 }
             )
             return rows, writable
+        if db and db != ":memory:":
+            # Looked at read-only: connecting would switch a foreign file's journal to WAL.
+            from frontdesk.db.engine import sqlite_tables
+
+            tables = sqlite_tables(db)
+            if tables is None or (tables and "alembic_version" not in tables):
+                what = "not an SQLite database" if tables is None else "another application's"
+                detail = f"{db} is {what}, not a frontdesk database; point FRONTDESK_DATABASE_URL elsewhere"
+                rows.append({"item": "reachable", "status": "error", "detail": detail})
+                return rows, False
     engine = create_engine(url)
     try:
 
@@ -270,15 +281,25 @@ async def _check_section(choices: providers.Choices | None) -> tuple[list[dict[s
     return rows, all(o.status != "error" for o in outcomes)
 
 
-async def gather(settings: Settings, env: dict[str, str], *, live: bool = False) -> dict[str, Any]:
+async def gather(
+    settings: Settings,
+    env: dict[str, str],
+    setting_problems: list[str] | None = None,
+    *,
+    live: bool = False,
+) -> dict[str, Any]:
     from frontdesk.core import host
     from frontdesk.core.schema import branches
 
     registry = host.load(settings)
     provider_rows, providers_ok, choices = _providers_section(settings, env)
     checks = asyncio.create_task(_check_section(choices)) if live else None  # beside the DB probe
+    # A core setting with a bad value is reported; its default is used for the other checks.
+    setting_problems = setting_problems or []
+    setting_rows = [{"item": "setting", "status": "error", "detail": p} for p in setting_problems]
     db_rows, db_ok = await _database_section(settings.database_url, branches(registry))
     sections = {
+        **({"settings": setting_rows} if setting_rows else {}),
         "providers": provider_rows,
         "livekit": _livekit_section(env),
         "audio": _audio_section(),
@@ -305,10 +326,8 @@ async def gather(settings: Settings, env: dict[str, str], *, live: bool = False)
         ]
         for name, rows in sections.items()
     }
-    return {
-        "ok": providers_ok and db_ok and checks_ok and not registry.config_errors,
-        "sections": clean,
-    }
+    ok = providers_ok and db_ok and checks_ok and not registry.config_errors and not setting_problems
+    return {"ok": ok, "sections": clean}
 
 
 _MARK = {"ok": "ok  ", "info": "-   ", "warn": "warn", "error": "FAIL"}
@@ -324,9 +343,9 @@ def doctor(
 
     No keys is not broken: frontdesk then runs with the offline brain in text. With --check,
     a provider that refuses its key or does not answer is broken."""
-    settings = Settings()
+    settings, setting_problems = load_settings_leniently()
     env = providers.provider_env()
-    report = run_async(gather(settings, env, live=live))
+    report = run_async(gather(settings, env, setting_problems, live=live))
     if as_json:
         typer.echo(json.dumps(report))
     else:
@@ -363,8 +382,8 @@ def _serve(*, dev: bool, agent_name: str, no_runner: bool, log_level: str, log_f
             "LIVEKIT_API_SECRET (LiveKit Cloud project settings, or your server's keys). "
             "For a local try without LiveKit use `frontdesk console`."
         )
-    settings = Settings()
     try:
+        settings = load_settings()
         from frontdesk.db.engine import parse_url
 
         parse_url(settings.database_url)
@@ -421,7 +440,7 @@ def start(
 def dev(
     agent_name: str = AgentNameOption,
     no_runner: bool = NoRunnerOption,
-    log_level: str = typer.Option("DEBUG", envvar="LIVEKIT_LOG_LEVEL", help="Log level."),
+    log_level: str = typer.Option("INFO", envvar="LIVEKIT_LOG_LEVEL", help="Log level."),
 ) -> None:
     """Run the worker in development mode: no load limit, no warm pool, verbose colored logs."""
     _serve(

@@ -3,15 +3,20 @@
 Text mode needs no PortAudio and no keys: it runs the same parts as a call (a real
 AgentSession, the departments, an embedded runner and the follow-up watcher) and reads lines
 from stdin. With no LLM key the offline brain answers.
+
+On a terminal the ``you>`` line is prompt_toolkit's, under ``patch_stdout``: a follow-up that
+arrives while the caller types is printed above the prompt, which is drawn again with what was
+typed so far. Piped stdin (scripts, tests) is read line by line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.agents.programs.simulate import CallDriver, Environment
@@ -19,6 +24,42 @@ from frontdesk.core.host import Registry
 from frontdesk.core.settings import Settings
 
 HELP = "Type to talk; /tasks lists your tasks, /quit (or Ctrl-D) hangs up."
+
+
+class LineReader(Protocol):
+    async def read_line(self, prompt: str) -> str | None: ...
+
+
+class Prompt:
+    """The prompt on a terminal (prompt_toolkit). None at Ctrl-D or Ctrl-C: both hang up."""
+
+    def __init__(self, input: Any = None, output: Any = None) -> None:
+        from prompt_toolkit import PromptSession
+
+        self._session: Any = PromptSession(input=input, output=output)
+
+    async def read_line(self, prompt: str) -> str | None:
+        try:
+            return str(await self._session.prompt_async(prompt))
+        except (EOFError, KeyboardInterrupt):
+            return None
+
+
+@contextlib.contextmanager
+def keep_prompt(active: bool) -> Iterator[None]:
+    """While ``active``, whatever is printed goes above the prompt line (``patch_stdout``;
+    raw, so rich's colours pass through)."""
+    if not active:
+        yield
+        return
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    with patch_stdout(raw=True):
+        yield
+
+
+def line_reader() -> LineReader:
+    return Prompt() if sys.stdin.isatty() and sys.stdout.isatty() else _Stdin()
 
 
 class _Stdin:
@@ -53,13 +94,26 @@ async def run_console(
     caller: str,
     emit: Callable[[dict[str, Any]], None],
     make_llm: Callable[[], Any] | None = None,
+    reader: LineReader | None = None,
+) -> None:
+    reader = reader or line_reader()
+    with keep_prompt(isinstance(reader, Prompt)):
+        await _converse(settings, registry, caller, emit, make_llm, reader)
+
+
+async def _converse(
+    settings: Settings,
+    registry: Registry,
+    caller: str,
+    emit: Callable[[dict[str, Any]], None],
+    make_llm: Callable[[], Any] | None,
+    stdin: LineReader,
 ) -> None:
     env = await Environment.open(settings, registry)
     driver = CallDriver(
         env, Scenario(name="console", caller=caller, steps=[]), caller, emit, make_llm
     )
     env.routes[caller] = driver.emit
-    stdin = _Stdin()
     try:
         await driver.connect()
         while True:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # Piped output (CI logs, `| less`) keeps whole rows rather than rich's 80-column default.
@@ -94,25 +95,27 @@ def transcript_line(event: dict[str, Any]) -> None:
     kind = event["type"]
     t = f"[dim]{event.get('t', 0):6.2f}s {event.get('caller', '')}[/dim]"
     if kind == "user":
-        console.print(f"{t} [cyan]caller[/cyan]: {event['text']}")
+        console.print(f"{t} [cyan]caller[/cyan]: {escape(event['text'])}")
     elif kind == "agent":
-        console.print(f"{t} [green]{event['agent']}[/green]: {event['text']}")
+        console.print(f"{t} [green]{event['agent']}[/green]: {escape(event['text'])}")
     elif kind == "handoff":
         console.print(f"{t} [magenta]handoff {event['from']} → {event['to']}[/magenta]")
     elif kind == "task":
-        note = f" ({event['note']})" if event.get("note") else ""
+        note = f" ({escape(str(event['note']))})" if event.get("note") else ""
         console.print(
             f"{t} [yellow]task {event['task_id']} {event['tool']}: {event['status']}{note}[/yellow]"
         )
     elif kind == "tool_call":
         console.print(
-            f"{t} [dim]{event['agent']} calls {event['name']}({event['arguments']})[/dim]"
+            f"{t} [dim]{event['agent']} calls {event['name']}({escape(str(event['arguments']))})[/dim]"
         )
     elif kind in ("interrupt", "interrupt_refused"):
         console.print(f"{t} [red]{kind.replace('_', ' ')}[/red] {event.get('reason', '')}")
     elif kind in ("session_start", "session_end"):
         console.print(f"{t} [bold]{kind.replace('_', ' ')}[/bold]")
-    elif kind == "expect_failed":
-        console.print(f"{t} [bold red]{event['message']}[/bold red]")
+    elif kind in ("expect_failed", "problem"):
+        console.print(f"{t} [bold red]{escape(event['message'])}[/bold red]")
+    elif kind == "brain":
+        console.print(f"{t} [dim]{event['what']}: answered by the offline brain[/dim]")
     elif kind == "followup":
         console.print(f"{t} [dim]follow-up for task {event['task_id']} by {event['agent']}[/dim]")

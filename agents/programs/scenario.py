@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,18 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
             raise bad(f"'expect' does not know {', '.join(sorted(unknown))}")
         if ("status" in value or "delivered" in value) and "task" not in value:
             raise bad("'expect' with status or delivered needs task")
+        for key in ("said", "not_said"):
+            if key in value:
+                pattern = value[key]
+                if not isinstance(pattern, str):
+                    raise bad(f"'{key}' must be a regular expression, a string")
+                try:
+                    re.compile(pattern, re.I)
+                except re.error as exc:
+                    raise bad(
+                        f"'{key}' {pattern!r} is not a valid regular expression ({exc}); "
+                        "escape ( ) [ ] . * + ? with a backslash to match them literally"
+                    ) from None
     else:
         if value not in (None, {}):
             raise bad(f"'{kind}' takes no arguments: use {kind}: {{}}")

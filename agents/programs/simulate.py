@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.agents.runtime import CallRuntime
 from frontdesk.agents.testing import ScriptedLLM
 from frontdesk.core.host import Registry
+from frontdesk.core.recording import mask_secrets
 from frontdesk.core.runner import Runner
 from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
@@ -35,6 +37,18 @@ TURN_TIMEOUT = 30.0
 
 class ExpectationFailed(Exception):
     pass
+
+
+class _ReportingBrain(OfflineBrain):
+    """The offline brain, telling the driver each time it answers (the script ran out)."""
+
+    def __init__(self, on_answer: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_answer = on_answer
+
+    def chat(self, **kwargs: Any) -> llm.LLMStream:
+        self._on_answer()
+        return super().chat(**kwargs)
 
 
 @dataclass
@@ -108,8 +122,15 @@ class CallDriver:
         caller: str,
         emit: Emit,
         make_llm: Callable[[], llm.LLM] | None = None,
+        *,
+        strict: bool = False,
     ) -> None:
         self.env = env
+        self.strict = strict
+        # What fails the call without stopping it: an unknown tool, a brain turn with --strict.
+        self.problems: list[str] = []
+        self.step: Step | None = None
+        self.in_turn = False
         self.make_llm = make_llm
         self.scenario = scenario
         self.caller = caller
@@ -126,7 +147,46 @@ class CallDriver:
         event = {"t": round(time.monotonic() - self.started, 3), "caller": self.caller, **event}
         if event["type"] == "agent":
             self.spoken.append(event["text"])
+        elif event["type"] == "tool_call":
+            event["arguments"] = self._as_stored(event["name"], event.get("arguments"))
+        elif event["type"] == "tool_output":
+            event["output"] = mask_secrets(event.get("output"))
+            if event.get("is_error") and str(event["output"]).startswith("Unknown function:"):
+                self._problem(f"the LLM called unknown tool {event['name']!r}")
         self._emit(event)
+
+    def _as_stored(self, name: str, arguments: Any) -> Any:
+        """A tool call's arguments as the task row keeps them: sensitive ones redacted, card
+        numbers masked. Never the raw text: a PIN must not reach the transcript."""
+        spec = self.env.registry.tools.get(name)
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            parsed = None
+        if spec is not None and isinstance(parsed, dict):
+            return json.dumps(mask_secrets(spec.redact(parsed)), default=str)
+        return mask_secrets(arguments)
+
+    def _where(self) -> str:
+        return self.step.label if self.step is not None else "greeting"
+
+    def _problem(self, what: str) -> None:
+        message = f"{self.scenario.name}: {self._where()}: {what}"
+        self.problems.append(message)
+        self.emit({"type": "problem", "message": message})
+
+    def _brain_answered(self) -> None:
+        """The script had no reply left, so the offline brain answered this LLM request."""
+        turn = self.step is not None and self.step.kind == "user" and self.in_turn
+        self.emit(
+            {
+                "type": "brain",
+                "step": self.step.index if turn and self.step is not None else None,
+                "what": self._where() if turn else "a reply outside a scripted turn",
+            }
+        )
+        if turn and self.strict:
+            self._problem("no scripted llm reply left; the offline brain answered (--strict)")
 
     async def run(self) -> str | None:
         """Play every step; the first failure's description, or None."""
@@ -135,13 +195,14 @@ class CallDriver:
             await self.connect()
             for i, step in enumerate(self.scenario.steps):
                 following = self.scenario.steps[i + 1] if i + 1 < len(self.scenario.steps) else None
+                self.step = step
                 try:
                     await self.play(step, following)
                 except ExpectationFailed as exc:
                     message = f"{self.scenario.name}: {step.label} failed: {exc}"
                     self.emit({"type": "expect_failed", "step": step.index, "message": message})
-                    return message
-            return None
+                    return "; ".join([*self.problems, message])
+            return "; ".join(self.problems) or None
         finally:
             await self.hangup()
             self.env.routes.pop(self.caller, None)
@@ -153,7 +214,8 @@ class CallDriver:
 
         made = self.make_llm() if self.make_llm else None
         built = made if isinstance(made, Providers) else None
-        self.llm = ScriptedLLM(fallback=built.llm if built else made or OfflineBrain())
+        fallback = built.llm if built else made or OfflineBrain.for_registry(self.env.registry)
+        self.llm = ScriptedLLM(fallback=fallback)
         options = {"conn_options": built.session_kwargs()["conn_options"]} if built else {}
         self.session = AgentSession(llm=self.llm, **options)
         runtime = CallRuntime(
@@ -209,10 +271,13 @@ class CallDriver:
             self.turn_started = time.monotonic()
 
             async def turn() -> None:
+                self.in_turn = True
                 try:
                     await session.run(user_input=step.value)
                 except Exception as exc:
                     self.emit({"type": "error", "message": f"turn failed: {exc}"})
+                finally:
+                    self.in_turn = False
 
             self.turn = asyncio.create_task(turn())
             if following is None or following.kind != "interrupt":
@@ -278,6 +343,7 @@ class CallDriver:
             current = self.runtime.current if self.runtime else None
             if current != spec["agent"]:
                 raise ExpectationFailed(f"active agent is {current}, expected {spec['agent']}")
+        # said / not_said are case-insensitive regular expressions (checked when loaded).
         if "said" in spec and not any(re.search(spec["said"], s, re.I) for s in self.spoken):
             raise ExpectationFailed(f"nothing said matches {spec['said']!r}")
         if "not_said" in spec:
@@ -297,8 +363,10 @@ async def simulate(
     *,
     callers: int = 1,
     runner: bool = True,
+    strict: bool = False,
 ) -> list[str]:
-    """Run every scenario (``callers`` copies each) concurrently; returns the failures."""
+    """Run every scenario (``callers`` copies each) concurrently; returns the failures.
+    With ``strict`` a user turn the offline brain had to answer is a failure too."""
     env = await Environment.open(settings, registry, runner=runner)
     try:
         drivers = []
@@ -312,7 +380,7 @@ async def simulate(
                 while caller in taken:
                     caller, k = f"{base}~{k}", k + 1
                 taken.add(caller)
-                drivers.append(CallDriver(env, scenario, caller, emit))
+                drivers.append(CallDriver(env, scenario, caller, emit, strict=strict))
         results = await asyncio.gather(*(d.run() for d in drivers))
         return [r for r in results if r]
     finally:

@@ -45,10 +45,12 @@ def prewarm(proc: JobProcess) -> None:
 
     The store is constructed but not connected: an async engine's connections belong to the
     event loop that opens them, and the call's loop is not running yet."""
+    from frontdesk.agents.programs.logs import configure
     from frontdesk.agents.provider_failures import quiet_provider_noise
     from frontdesk.core import host
     from frontdesk.db.store import TaskStore
 
+    configure()  # a job process sets its own levels: ours INFO, libraries WARNING
     settings = Settings()
     choices = providers.select_all(settings)
     modules = providers.import_plugins(choices)  # plugins register on the main thread only

@@ -1,10 +1,11 @@
 """Built-in analytics plugin: one outcome row per call, and live counters from task events.
 
 ``on_task_event`` notes, per call and in the background, which departments did work (a
-department can act without a handoff being recorded, e.g. a plugin's tool offered to "*"). When the caller says goodbye, the agent calls
-``record_call_outcome`` (fire-and-forget, so the goodbye is not delayed); its task row's result
-is the call's outcome: departments visited, handoffs and tasks by status. ``frontdesk tasks
-stats`` summarises durations and counts per department.
+department can act without a handoff being recorded, e.g. a plugin's tool offered to "*").
+When the caller says goodbye, the agent calls ``record_call_outcome`` (fire-and-forget, so the
+goodbye is not delayed); its task row's result is the call's outcome: departments visited,
+handoffs and tasks by status, read through ``ctx.tasks`` (the caller's own tasks and this call's
+record). ``frontdesk tasks stats`` summarises durations and counts per department.
 """
 
 from __future__ import annotations
@@ -30,17 +31,13 @@ def on_task_event(event: Any) -> None:
         _departments[event.session_id].add(event.department)
 
 
-@tool(pattern="fire_and_forget", ack="Thank you for calling the Harbor Light Hotel. Goodbye!")
+@tool(pattern="fire_and_forget", ack="Thank you for calling. Goodbye!")
 async def record_call_outcome(ctx: ToolContext) -> dict[str, Any]:
     """Record how this call went. Call it once, when the caller says goodbye."""
-    call = await ctx.store.get_call(ctx.session_id) if ctx.session_id else None
+    call = await ctx.tasks.this_call()
     handoffs = list(call["handoffs"]) if call else []
     visited = ["triage", *(h["to"] for h in handoffs)]
-    tasks = [
-        t
-        for t in await ctx.store.list(caller=ctx.caller, limit=500)
-        if t.session_id == ctx.session_id
-    ]
+    tasks = [t for t in await ctx.tasks.list(limit=500) if t.session_id == ctx.session_id]
     by_status = Counter(t.status for t in tasks if t.tool != "record_call_outcome")
     return {
         "session_id": ctx.session_id,

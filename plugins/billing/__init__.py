@@ -1,9 +1,20 @@
 """Built-in billing plugin: balances, invoices, and exactly-once payments and refunds.
 
+Written as an outside package would be: it imports only ``frontdesk.core``'s public names, its
+own modules, SQLAlchemy and pydantic. Its pieces:
+
+- ``settings.py``: ``BillingSettings`` (``FRONTDESK_BILLING_*`` or ``[plugins.billing]``);
+- ``ledger.py``: billing's own tables (accounts, invoices, payments) and the exactly-once steps;
+- ``gateway.py``: the payment gateway protocol and the built-in ``SandboxGateway``;
+- ``hookspecs.py``: the hooks billing adds (``frontdesk_payment_gateway``,
+  ``billing_statement``), which other plugins implement or call through ``ctx.hook``;
+- ``migrations/``: billing's Alembic branch (``alembic_version_billing``).
+
 Department ``billing`` with ``account_balance`` and ``list_invoices`` (interruptible) and
 ``pay_invoice`` and ``refund`` (critical). Confirmation is enforced here, not left to the LLM:
 called with ``confirmed`` false a money-moving tool charges nothing and returns the amount and
-payee to read back.
+payee to read back. A new account opens with the invoices of the ``seed_invoices`` setting
+(the demo's profile sets it); a deployment's ledger starts empty.
 
 Exactly once (issue 6), for a charge or a refund under the call's idempotency key:
 1. reserve: find the payment row for the key, or validate and insert it as ``pending``;
@@ -13,140 +24,67 @@ A retry after a crash between 2 and 3 finds the pending row and asks ``gateway.f
 before charging, so money moves once and the ledger holds one row per key.
 
 The money goes through a gateway: a plugin supplies one with the ``frontdesk_payment_gateway``
-hook (below); without one the built-in ``SandboxGateway`` is used with the sandbox ledger.
+hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledger.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from decimal import Decimal
-from typing import Annotated, Any, Protocol, runtime_checkable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from frontdesk.core import Department, ToolContext, ToolError, hookimpl, hookspec, tool
-from frontdesk.core.settings import Settings
-from frontdesk.db.store import TaskStore
-from frontdesk.plugins import ledger
-from frontdesk.plugins.ledger import AccountView, PaymentView
-from frontdesk.plugins.money import money, normalize_id, parse_amount
+from frontdesk.core import Database, Department, ToolContext, ToolError, hookimpl, tool
+
+from . import gateway as gateways
+from . import ledger
+from .gateway import PaymentDeclined, PaymentGateway, SandboxGateway
+from .hookspecs import BillingSpecs
+from .ledger import AccountView, PaymentView
+from .money import money as spoken
+from .money import normalize_id, parse_amount
+from .settings import BillingSettings
+
+__all__ = [
+    "BillingSettings",
+    "BillingSpecs",
+    "PaymentDeclined",
+    "PaymentGateway",
+    "SandboxGateway",
+    "reconcile_payment",
+]
 
 log = logging.getLogger("frontdesk.billing")
+
+# The plugin host adds these hookspecs before registering any plugin (see hookspecs.py).
+frontdesk_hookspecs = BillingSpecs
+MIGRATIONS = Path(__file__).parent / "migrations"
 
 UNREACHABLE = (
     "I couldn't reach the payment service to finish that. Nothing will be charged twice; "
     "please try again in a moment."
 )
+NO_INVOICES = "You have no open invoices."
 
 
-class PaymentDeclined(Exception):
-    """Raised by a gateway when it refuses a charge or refund. Its text is caller-safe."""
+def _config(ctx: ToolContext) -> BillingSettings:
+    # The host hands billing its own settings; a bare context (a script) gets the defaults.
+    return ctx.config if isinstance(ctx.config, BillingSettings) else BillingSettings()
 
 
-@runtime_checkable
-class PaymentGateway(Protocol):
-    """What ``frontdesk_payment_gateway`` returns. Every method is keyed by the idempotency key,
-    and calling ``charge`` or ``refund`` again with a key the gateway has seen must return the
-    first ref without moving money again (Stripe's Idempotency-Key semantics)."""
-
-    async def charge(self, account: AccountView, amount: Decimal, idempotency_key: str) -> str:
-        """Take ``amount`` from the account holder; the gateway's reference for the charge."""
-        ...
-
-    async def refund(self, payment_ref: str, amount: Decimal, idempotency_key: str) -> str:
-        """Return ``amount`` of the charge ``payment_ref``; the refund's reference."""
-        ...
-
-    async def find(self, idempotency_key: str) -> str | None:
-        """The ref of a charge or refund made under this key, or None if none was made."""
-        ...
-
-
-class BillingSpecs:
-    """Hookspecs the billing plugin adds; the plugin host registers them from
-    ``frontdesk_hookspecs`` before any plugin, so other plugins may implement them."""
-
-    @hookspec(firstresult=True)
-    def frontdesk_payment_gateway(self, settings: Settings) -> PaymentGateway | None:
-        """Supply the payment gateway that billing charges and refunds through.
-
-        Called with the process's ``Settings`` each time ``pay_invoice`` or ``refund`` is about
-        to move money (cache the client yourself if it is expensive). Return an object with
-        ``async charge(account, amount, idempotency_key) -> str``, ``async refund(payment_ref,
-        amount, idempotency_key) -> str`` and ``async find(idempotency_key) -> str | None``
-        (see ``frontdesk.plugins.billing.PaymentGateway``), or None to leave the choice to the
-        next plugin. The first non-None answer wins; with none the built-in sandbox is used.
-        ``amount`` is a ``Decimal``. Raise ``PaymentDeclined("caller-safe reason")`` to refuse;
-        any other exception leaves the payment pending, to be reconciled through ``find``.
-        """
-
-
-frontdesk_hookspecs = BillingSpecs
-
-
-class SandboxGateway:
-    """The embedded default: moves no money. A ref is derived from the idempotency key, so even
-    after a crash wipes this memory a repeated key yields the same ref, as a real gateway's
-    idempotency does."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, str] = {}  # idempotency key -> ref
-        self.calls = 0  # how many times money "moved", for tests and the demo
-        # A card network round trip takes a few hundred ms; FRONTDESK_SANDBOX_GATEWAY_SECONDS
-        # gives the sandbox that shape, so a demo can show a payment refusing interruption.
-        self.latency = 0.0
-
-    def _record(self, prefix: str, key: str) -> str:
-        if key not in self.seen:
-            self.calls += 1
-            self.seen[key] = f"{prefix}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        return self.seen[key]
-
-    async def charge(self, account: AccountView, amount: Decimal, idempotency_key: str) -> str:
-        if self.latency:
-            await asyncio.sleep(self.latency)
-        return self._record("sbx_ch", idempotency_key)
-
-    async def refund(self, payment_ref: str, amount: Decimal, idempotency_key: str) -> str:
-        return self._record("sbx_re", idempotency_key)
-
-    async def find(self, idempotency_key: str) -> str | None:
-        return self.seen.get(idempotency_key)
-
-
-SANDBOX = SandboxGateway()
-
-
-def gateway_for(hook: Any, settings: Settings | None) -> PaymentGateway:
-    """The plugin-supplied gateway, or the sandbox when no plugin supplies one."""
-    SANDBOX.latency = (settings or Settings()).sandbox_gateway_seconds
-    caller = getattr(hook, "frontdesk_payment_gateway", None) if hook is not None else None
-    if caller is None:
-        return SANDBOX
-    try:
-        gateway = caller(settings=settings or Settings())
-    except Exception:
-        # Never fall back to the sandbox here: a "payment" that moved no money is worse.
-        log.exception("frontdesk_payment_gateway failed")
-        raise ToolError(
-            "The payment service isn't available right now, so nothing was charged."
-        ) from None
-    if gateway is None:
-        return SANDBOX
-    if not all(callable(getattr(gateway, m, None)) for m in ("charge", "refund", "find")):
-        log.error("frontdesk_payment_gateway returned %r, which is not a gateway", gateway)
-        raise ToolError("The payment service isn't available right now, so nothing was charged.")
-    return gateway
+async def _account(ctx: ToolContext) -> AccountView:
+    config = _config(ctx)
+    return await ledger.ensure_account(ctx.database, ctx.caller, config.seeds(), config.payee)
 
 
 # -- the exactly-once steps -----------------------------------------------------------------
 
 
 async def _move_money(
-    store: TaskStore,
+    db: Database,
     gateway: PaymentGateway,
     pay: PaymentView,
     created: bool,
@@ -165,16 +103,19 @@ async def _move_money(
         if not isinstance(ref, str) or not ref:
             raise TypeError(f"gateway returned {ref!r} instead of a reference")
     except PaymentDeclined as exc:
-        await ledger.fail(store, pay.id)
+        await ledger.fail(db, pay.id)
         raise ToolError(str(exc) or "The payment service declined that.") from None
     except Exception:
         log.exception("payment gateway failed for payment %s", pay.id)
         raise ToolError(UNREACHABLE) from None
-    return await ledger.complete(store, pay.id, ref)
+    return await ledger.complete(db, pay.id, ref)
 
 
 async def reconcile_payment(
-    store: TaskStore, idempotency_key: str, hook: Any = None, settings: Settings | None = None
+    db: Database,
+    idempotency_key: str,
+    hook: Any = None,
+    config: BillingSettings | None = None,
 ) -> PaymentView | None:
     """Settle a payment left pending by a dead process, out of band.
 
@@ -186,14 +127,14 @@ async def reconcile_payment(
     marked failed (a later retry under the same key tries again). Returns the payment, or None
     if nothing was recorded under the key.
     """
-    pay = await ledger.find_payment(store, idempotency_key=idempotency_key)
+    pay = await ledger.find_payment(db, idempotency_key=idempotency_key)
     if pay is None or pay.status != "pending":
         return pay
-    ref = await gateway_for(hook, settings).find(idempotency_key)
+    ref = await gateways.gateway_for(hook, config or BillingSettings()).find(idempotency_key)
     if ref is not None:
-        return await ledger.complete(store, pay.id, ref)
-    await ledger.fail(store, pay.id)
-    return await ledger.find_payment(store, id=pay.id)
+        return await ledger.complete(db, pay.id, ref)
+    await ledger.fail(db, pay.id)
+    return await ledger.find_payment(db, id=pay.id)
 
 
 def _mismatch(pay: PaymentView, **expected: Any) -> None:
@@ -208,13 +149,16 @@ def _mismatch(pay: PaymentView, **expected: Any) -> None:
 @tool(pattern="interruptible")
 async def account_balance(ctx: ToolContext) -> str:
     """Tell the caller their account balance: how much they owe and on how many open invoices."""
-    account = await ledger.ensure_account(ctx.store, ctx.caller)
-    open_ = [i for i in await ledger.invoices(ctx.store, account.id) if i.open_amount > 0]
+    account = await _account(ctx)
+    open_ = [i for i in await ledger.invoices(ctx.database, account.id) if i.open_amount > 0]
     if account.balance <= 0 and not open_:
-        return f"Your balance is {money(account.balance, account.currency)}; nothing is due."
+        return (
+            f"Your balance is {spoken(account.balance, account.currency)}; "
+            "you have no open invoices, so nothing is due."
+        )
     plural = "invoice" if len(open_) == 1 else "invoices"
     return (
-        f"Your balance is {money(account.balance, account.currency)}, "
+        f"Your balance is {spoken(account.balance, account.currency)}, "
         f"across {len(open_)} open {plural}."
     )
 
@@ -222,10 +166,10 @@ async def account_balance(ctx: ToolContext) -> str:
 @tool(pattern="interruptible")
 async def list_invoices(ctx: ToolContext) -> str:
     """List the caller's invoices with their ids, amounts, what is still open and due dates."""
-    account = await ledger.ensure_account(ctx.store, ctx.caller)
-    items = await ledger.invoices(ctx.store, account.id)
+    account = await _account(ctx)
+    items = await ledger.invoices(ctx.database, account.id)
     if not items:
-        return "You have no invoices."
+        return NO_INVOICES
     cur = account.currency
     lines = []
     for inv in sorted(items, key=lambda i: (i.open_amount <= 0, i.id)):  # open ones first
@@ -233,11 +177,11 @@ async def list_invoices(ctx: ToolContext) -> str:
         if inv.open_amount <= 0:
             state = "paid"
         elif inv.open_amount < inv.amount:
-            state = f"{money(inv.open_amount, cur)} still open, {due}"
+            state = f"{spoken(inv.open_amount, cur)} still open, {due}"
         else:
             state = f"open, {due}"
         lines.append(
-            f"{inv.id}: {inv.description}, {money(inv.amount, cur)} to {inv.payee}, {state}."
+            f"{inv.id}: {inv.description}, {spoken(inv.amount, cur)} to {inv.payee}, {state}."
         )
     open_count = sum(1 for i in items if i.open_amount > 0)
     return f"You have {open_count} open of {len(items)} invoices. " + " ".join(lines)
@@ -274,29 +218,29 @@ async def pay_invoice(
     caller clearly says yes.
     """
     value = parse_amount(amount)
-    account = await ledger.ensure_account(ctx.store, ctx.caller)
+    account = await _account(ctx)
     wanted = normalize_id(invoice_id, "INV")
-    invoice = await ledger.find_invoice(ctx.store, account.id, wanted) if wanted else None
+    invoice = await ledger.find_invoice(ctx.database, account.id, wanted) if wanted else None
     if not confirmed:
         invoice = ledger.check_payable(invoice, value)
         rest = invoice.open_amount - value
-        left = f" That leaves {money(rest, account.currency)} open on it." if rest > 0 else ""
+        left = f" That leaves {spoken(rest, account.currency)} open on it." if rest > 0 else ""
         return (
-            f"You're about to pay {money(value, account.currency)} to {invoice.payee} "
+            f"You're about to pay {spoken(value, account.currency)} to {invoice.payee} "
             f"for invoice {invoice.id}.{left} Shall I go ahead?"
         )
     if wanted is None or invoice is None:
         raise ToolError(ledger.INVOICE_NOT_FOUND)
-    gateway = gateway_for(ctx.hook, ctx.settings)
+    gateway = gateways.gateway_for(ctx.hook, _config(ctx))
     key = ctx.idempotency_key
-    pay, created = await ledger.reserve_charge(ctx.store, account, invoice.id, value, key)
+    pay, created = await ledger.reserve_charge(ctx.database, account, invoice.id, value, key)
     _mismatch(pay, kind="charge", account_id=account.id, invoice_id=invoice.id, amount=value)
     await ctx.progress(0.5, "charging")
     pay = await _move_money(
-        ctx.store, gateway, pay, created, lambda: gateway.charge(account, value, key)
+        ctx.database, gateway, pay, created, lambda: gateway.charge(account, value, key)
     )
     return (
-        f"Done: I paid {money(pay.amount, account.currency)} to {invoice.payee} for invoice "
+        f"Done: I paid {spoken(pay.amount, account.currency)} to {invoice.payee} for invoice "
         f"{invoice.id}. Your payment reference is {pay.id}."
     )
 
@@ -308,38 +252,38 @@ async def refund(ctx: ToolContext, payment_id: PaymentId, confirmed: bool = Fals
     First call with confirmed=false: nothing is refunded, and the answer gives the amount and
     payee to read back. Call again with confirmed=true only after the caller clearly says yes.
     """
-    account = await ledger.ensure_account(ctx.store, ctx.caller)
+    account = await _account(ctx)
     wanted = normalize_id(payment_id, "PAY")
     original = (
-        await ledger.find_payment(ctx.store, id=wanted, account_id=account.id, kind="charge")
+        await ledger.find_payment(ctx.database, id=wanted, account_id=account.id, kind="charge")
         if wanted
         else None
     )
     if original is None:
         raise ToolError(ledger.PAYMENT_NOT_FOUND)
     invoice = (
-        await ledger.find_invoice(ctx.store, account.id, original.invoice_id)
+        await ledger.find_invoice(ctx.database, account.id, original.invoice_id)
         if original.invoice_id
         else None
     )
-    payee = invoice.payee if invoice else ledger.PAYEE
+    payee = invoice.payee if invoice else _config(ctx).payee
     about = f" on invoice {invoice.id}" if invoice else ""
-    amount = money(original.amount, account.currency)
+    amount = spoken(original.amount, account.currency)
     if not confirmed:
         # Refusals (already refunded, still pending) come before the question, not after it.
-        done = await ledger.payments(ctx.store, account.id)
+        done = await ledger.payments(ctx.database, account.id)
         ledger.check_refundable(original, [p for p in done if p.refunded_payment_id == original.id])
         return (
             f"You're about to get a refund of {amount} from {payee} for payment "
             f"{original.id}{about}. Shall I go ahead?"
         )
-    gateway = gateway_for(ctx.hook, ctx.settings)
+    gateway = gateways.gateway_for(ctx.hook, _config(ctx))
     key = ctx.idempotency_key
-    pay, created = await ledger.reserve_refund(ctx.store, account, original.id, key)
+    pay, created = await ledger.reserve_refund(ctx.database, account, original.id, key)
     _mismatch(pay, kind="refund", account_id=account.id, refunded_payment_id=original.id)
     await ctx.progress(0.5, "refunding")
     pay = await _move_money(
-        ctx.store,
+        ctx.database,
         gateway,
         pay,
         created,
@@ -352,7 +296,7 @@ async def refund(ctx: ToolContext, payment_id: PaymentId, confirmed: bool = Fals
 
 
 INSTRUCTIONS = """\
-You are the billing desk of the Harbor Light Hotel's front desk, talking with a caller by voice.
+You are the billing desk, talking with a caller by voice.
 You help with their balance, their invoices, paying an invoice and refunding a payment.
 Use your tools for every figure; never guess or work out amounts yourself.
 Before any payment or refund, call the tool with confirmed set to false, then read back the
@@ -375,3 +319,21 @@ def register_departments(register: Any) -> None:
             keywords=["bill", "invoice", "pay", "payment", "balance", "refund", "charge", "owe"],
         )
     )
+
+
+@hookimpl
+def register_settings(register: Any) -> None:
+    register(BillingSettings)
+
+
+@hookimpl
+def register_migrations(register: Any) -> None:
+    register(MIGRATIONS)
+
+
+@hookimpl
+async def billing_statement(
+    caller: str, database: Database, start: datetime, end: datetime
+) -> dict[str, Any] | None:
+    # The payee of a payment whose invoice is gone is the default; each invoice names its own.
+    return await ledger.statement(database, caller, start, end)

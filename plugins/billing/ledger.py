@@ -1,10 +1,11 @@
-"""The billing ledger: the sandbox accounts and the exactly-once payment steps.
+"""The billing ledger: accounts, invoices and the exactly-once payment steps.
 
-Shared by the billing plugin (which moves money) and the reports plugin (which only reads).
-Every write runs in the TaskStore's serialized writer, so ledger changes share its transactions
-and group commit; each check-then-write happens inside one transaction (the rows are locked
-FOR UPDATE on Postgres; SQLite's BEGIN IMMEDIATE serializes whole transactions), so two
-payments racing for the same invoice cannot both pass the "not more than is open" check.
+The tables are billing's own (SQLAlchemy Core on billing's ``metadata``), created by billing's
+migration branch (``migrations/``). Reads go through ``ctx.database.read()``; every write is one
+``ctx.database.write(fn)``, run in frontdesk's serialized writer so ledger changes share its
+transactions and group commit. Each check-then-write happens inside one such transaction (the
+rows are locked FOR UPDATE on Postgres; SQLite's BEGIN IMMEDIATE serializes whole transactions),
+so two payments racing for the same invoice cannot both pass the "not more than is open" check.
 Amounts are Decimals end to end (see money.py): SQLite stores NUMERIC as REAL, so sums are
 done in Python, never in SQL.
 """
@@ -12,33 +13,93 @@ done in Python, never in SQL.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Date,
+    DateTime,
+    ForeignKey,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Table,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from frontdesk.core.errors import ToolError
-from frontdesk.db.models import Account, Invoice, Payment, utcnow
-from frontdesk.db.records import as_utc
-from frontdesk.db.store import TaskStore
-from frontdesk.plugins.money import ZERO, money
+from frontdesk.core import Database, ToolError
 
-accounts_t = Account.__table__
-invoices_t = Invoice.__table__
-payments_t = Payment.__table__
+from .money import ZERO, money
+from .settings import DEFAULT_PAYEE, SeedInvoice
 
-PAYEE = "Harbor Light Hotel"
-# (description, amount, days until due): what every new sandbox caller finds on their account.
-SAMPLE_INVOICES = (
-    ("Two nights in a harbor-view room", Decimal("358.40"), 14),
-    ("Spa afternoon for two", Decimal("120.00"), 21),
-    ("Room service and minibar", Decimal("46.75"), 30),
+# -- tables ---------------------------------------------------------------------------------
+# Money is Numeric(12, 2) read back as Decimal. SQLite has no decimal type, so arithmetic on
+# amounts is done in Python on Decimals, never in SQL, to keep every cent exact.
+# The migration billing_0001 must match these (tests/test_migrations.py checks for drift).
+metadata = MetaData()
+MONEY = Numeric(12, 2, asdecimal=True)
+TS = DateTime(timezone=True)
+INVOICE_STATUSES = ("open", "paid")
+PAYMENT_KINDS = ("charge", "refund")
+# pending: the key is reserved and the gateway may or may not have moved money (reconcile it);
+# succeeded: money moved and the ledger reflects it; failed: the gateway declined or it was voided.
+PAYMENT_STATUSES = ("pending", "succeeded", "failed")
+
+accounts_t = Table(
+    "accounts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("caller", String(200), nullable=False, unique=True),
+    Column("name", String(200), nullable=False),
+    Column("currency", String(3), nullable=False),
+    # What the caller owes: the sum of their invoices' open amounts.
+    Column("balance", MONEY, nullable=False),
+    Column("created_at", TS, nullable=False),
 )
+invoices_t = Table(
+    "invoices",
+    metadata,
+    Column("id", String(32), primary_key=True),  # "INV-1001"
+    Column("account_id", Integer, ForeignKey("accounts.id"), nullable=False, index=True),
+    # Who is paid; the agent reads it back before a payment is confirmed.
+    Column("payee", String(200), nullable=False),
+    Column("description", String(500), nullable=False),
+    Column("amount", MONEY, nullable=False),
+    Column("status", String(12), nullable=False),
+    Column("due_date", Date, nullable=False),
+    Column("created_at", TS, nullable=False),
+    CheckConstraint("amount > 0", name="ck_invoices_amount_positive"),
+)
+payments_t = Table(
+    "payments",
+    metadata,
+    Column("id", String(32), primary_key=True),  # "PAY-..." or "RFD-..."
+    Column("account_id", Integer, ForeignKey("accounts.id"), nullable=False, index=True),
+    Column("invoice_id", String(32), ForeignKey("invoices.id"), index=True),
+    Column("amount", MONEY, nullable=False),
+    Column("kind", String(12), nullable=False),
+    Column("status", String(12), nullable=False),
+    # Written before the gateway is called, so a retry after a crash finds it (exactly once).
+    Column("idempotency_key", String(128), nullable=False, unique=True),
+    Column("gateway_ref", String(200)),
+    Column("refunded_payment_id", String(32), ForeignKey("payments.id"), index=True),
+    Column("created_at", TS, nullable=False),
+    Column("completed_at", TS),
+    CheckConstraint("amount > 0", name="ck_payments_amount_positive"),
+)
+TABLES = ("accounts", "invoices", "payments")
+
+PAYEE = DEFAULT_PAYEE  # for a payment whose invoice is gone; invoices carry their own payee
 _ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: ids are read aloud
 
 # Validates a new payment inside the transaction and returns its row's values.
@@ -46,6 +107,17 @@ MakePayment = Callable[[AsyncConnection], Awaitable[dict[str, Any]]]
 
 INVOICE_NOT_FOUND = "I couldn't find that invoice on your account."
 PAYMENT_NOT_FOUND = "I couldn't find that payment on your account."
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """A datetime from the database as aware UTC (SQLite returns it naive)."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
 
 
 def _new_id(prefix: str) -> str:
@@ -149,17 +221,17 @@ async def _payment(
 # -- reads ----------------------------------------------------------------------------------
 
 
-async def get_account(store: TaskStore, caller: str) -> AccountView | None:
-    async with store.read_engine.connect() as conn:
+async def get_account(db: Database, caller: str) -> AccountView | None:
+    async with db.read() as conn:
         row = (
             await conn.execute(select(accounts_t).where(accounts_t.c.caller == caller))
         ).one_or_none()
     return _view(AccountView, row) if row is not None else None
 
 
-async def invoices(store: TaskStore, account_id: int) -> list[InvoiceView]:
+async def invoices(db: Database, account_id: int) -> list[InvoiceView]:
     """The account's invoices, oldest first, each with what is still open on it."""
-    async with store.read_engine.connect() as conn:
+    async with db.read() as conn:
         rows = (
             await conn.execute(
                 select(invoices_t)
@@ -175,42 +247,82 @@ async def invoices(store: TaskStore, account_id: int) -> list[InvoiceView]:
     return out
 
 
-async def find_invoice(store: TaskStore, account_id: int, invoice_id: str) -> InvoiceView | None:
+async def find_invoice(db: Database, account_id: int, invoice_id: str) -> InvoiceView | None:
     """The invoice if it is this account's; another caller's invoice is simply not found."""
-    async with store.read_engine.connect() as conn:
+    async with db.read() as conn:
         return await _invoice(conn, account_id, invoice_id)
 
 
-async def find_payment(store: TaskStore, **where: Any) -> PaymentView | None:
-    async with store.read_engine.connect() as conn:
+async def find_payment(db: Database, **where: Any) -> PaymentView | None:
+    async with db.read() as conn:
         return await _payment(conn, **where)
 
 
-async def payments(store: TaskStore, account_id: int) -> list[PaymentView]:
-    async with store.read_engine.connect() as conn:
+async def payments(db: Database, account_id: int) -> list[PaymentView]:
+    async with db.read() as conn:
         return [_view(PaymentView, r) for r in await _payments_for(conn, account_id=account_id)]
+
+
+async def statement(
+    db: Database, caller: str, start: datetime, end: datetime, payee: str = DEFAULT_PAYEE
+) -> dict[str, Any] | None:
+    """What ``billing_statement`` answers: the caller's invoices and payments made in
+    [start, end), in date order, with their balance today; None without an account. Failed
+    payments moved no money, so a statement leaves them out."""
+    account = await get_account(db, caller)
+    if account is None:
+        return None
+    every_invoice = await invoices(db, account.id)
+    payees = {i.id: i.payee for i in every_invoice}
+    lines: list[dict[str, Any]] = []
+    for inv in every_invoice:
+        if start <= inv.created_at < end:
+            lines.append({
+                "date": inv.created_at, "type": "invoice", "reference": inv.id,
+                "invoice": inv.id, "description": inv.description, "amount": inv.amount,
+                "status": "paid" if inv.open_amount <= 0 else "open",
+            })  # fmt: skip
+    for pay in await payments(db, account.id):
+        if pay.status == "failed" or not start <= pay.created_at < end:
+            continue
+        to = payees.get(pay.invoice_id or "", payee)
+        lines.append({
+            "date": pay.created_at, "type": "payment" if pay.kind == "charge" else "refund",
+            "reference": pay.id, "invoice": pay.invoice_id or "",
+            "description": f"paid to {to}" if pay.kind == "charge" else f"refund from {to}",
+            "amount": pay.amount, "status": pay.status,
+        })  # fmt: skip
+    lines.sort(key=lambda line: line["date"])  # stable: invoices before payments on a tie
+    return {"currency": account.currency, "balance": account.balance, "lines": lines}
 
 
 # -- writes ---------------------------------------------------------------------------------
 
 
-async def ensure_account(store: TaskStore, caller: str) -> AccountView:
-    """The caller's account; the sandbox opens one with sample open invoices on first sight.
+async def ensure_account(
+    db: Database,
+    caller: str,
+    seeds: Sequence[SeedInvoice] = (),
+    payee: str = DEFAULT_PAYEE,
+) -> AccountView:
+    """The caller's account, opened on first sight with ``seeds`` as its open invoices (billing's
+    ``seed_invoices`` setting; none for a deployment, whose ledger starts empty). An invoice
+    without a payee of its own is to ``payee``.
 
-    Invoice ids come from the account id (INV-1001.. for the first account, 3 per account), so
-    they are unique across callers without a sequence that SQLite lacks.
+    Invoice ids come from the account id (INV-1001.. for the first account, len(seeds) per
+    account), so they are unique across callers without a sequence that SQLite lacks.
     """
-    if (found := await get_account(store, caller)) is not None:
+    if (found := await get_account(db, caller)) is not None:
         return found
 
-    async def write(conn: AsyncConnection, events: list[Any]) -> None:
+    async def write(conn: AsyncConnection) -> None:
         taken = (
             await conn.execute(select(accounts_t.c.id).where(accounts_t.c.caller == caller))
         ).first()
         if taken is not None:
             return  # opened by a concurrent call between our read and this transaction
         now = utcnow()
-        total = sum((amount for _, amount, _ in SAMPLE_INVOICES), ZERO)
+        total = sum((seed.amount for seed in seeds), ZERO)
         account_id = (
             await conn.execute(
                 insert(accounts_t).returning(accounts_t.c.id),
@@ -223,37 +335,37 @@ async def ensure_account(store: TaskStore, caller: str) -> AccountView:
                 },
             )
         ).scalar_one()
-        for n, (description, amount, due_days) in enumerate(SAMPLE_INVOICES, start=1):
+        for n, seed in enumerate(seeds, start=1):
             await conn.execute(
                 insert(invoices_t),
                 {
-                    "id": f"INV-{1000 + (account_id - 1) * len(SAMPLE_INVOICES) + n}",
+                    "id": f"INV-{1000 + (account_id - 1) * len(seeds) + n}",
                     "account_id": account_id,
-                    "payee": PAYEE,
-                    "description": description,
-                    "amount": amount,
+                    "payee": seed.payee or payee,
+                    "description": seed.description,
+                    "amount": seed.amount,
                     "status": "open",
-                    "due_date": (now + timedelta(days=due_days)).date(),
+                    "due_date": (now + timedelta(days=seed.due_days)).date(),
                     "created_at": now,
                 },
             )
 
     try:
-        await store.run_write(write)
+        await db.write(write)
     except IntegrityError:
         pass  # another process opened it first (Postgres); read theirs
-    found = await get_account(store, caller)
+    found = await get_account(db, caller)
     assert found is not None
     return found
 
 
-async def _reserve(store: TaskStore, key: str, make: MakePayment) -> tuple[PaymentView, bool]:
+async def _reserve(db: Database, key: str, make: MakePayment) -> tuple[PaymentView, bool]:
     """Step 1 of exactly-once: the payment row for ``key``, found, or validated and inserted as
     pending. ``make(conn)`` raises ToolError when the request is not allowed and otherwise
     returns the new row's values. A failed row under the same key (declined, or voided after
     a crash) is checked again and reused. Returns (payment, created)."""
 
-    async def write(conn: AsyncConnection, events: list[Any]) -> tuple[PaymentView, bool]:
+    async def write(conn: AsyncConnection) -> tuple[PaymentView, bool]:
         existing = await _payment(conn, lock=True, idempotency_key=key)
         if existing is not None and existing.status != "failed":
             return existing, False
@@ -270,24 +382,24 @@ async def _reserve(store: TaskStore, key: str, make: MakePayment) -> tuple[Payme
         return _view(PaymentView, row), True
 
     try:
-        return await store.run_write(write)
+        return await db.write(write)
     except IntegrityError:
         # Another process reserved the same key between our check and insert.
-        existing = await find_payment(store, idempotency_key=key)
+        existing = await find_payment(db, idempotency_key=key)
         if existing is None:
             raise
         return existing, False
 
 
 async def reserve_charge(
-    store: TaskStore, account: AccountView, invoice_id: str, amount: Decimal, key: str
+    db: Database, account: AccountView, invoice_id: str, amount: Decimal, key: str
 ) -> tuple[PaymentView, bool]:
     async def make(conn: AsyncConnection) -> dict[str, Any]:
         check_payable(await _invoice(conn, account.id, invoice_id, lock=True), amount)
         return {"id": _new_id("PAY"), "account_id": account.id, "invoice_id": invoice_id,
                 "amount": amount, "kind": "charge", "refunded_payment_id": None}  # fmt: skip
 
-    return await _reserve(store, key, make)
+    return await _reserve(db, key, make)
 
 
 def check_payable(invoice: InvoiceView | None, amount: Decimal) -> InvoiceView:
@@ -303,7 +415,7 @@ def check_payable(invoice: InvoiceView | None, amount: Decimal) -> InvoiceView:
 
 
 async def reserve_refund(
-    store: TaskStore, account: AccountView, payment_id: str, key: str
+    db: Database, account: AccountView, payment_id: str, key: str
 ) -> tuple[PaymentView, bool]:
     async def make(conn: AsyncConnection) -> dict[str, Any]:
         original = await _payment(
@@ -316,7 +428,7 @@ async def reserve_refund(
                 "invoice_id": original.invoice_id, "amount": original.amount,
                 "refunded_payment_id": original.id}  # fmt: skip
 
-    return await _reserve(store, key, make)
+    return await _reserve(db, key, make)
 
 
 def check_refundable(original: PaymentView | None, refunds: list[Any]) -> PaymentView:
@@ -335,10 +447,10 @@ def check_refundable(original: PaymentView | None, refunds: list[Any]) -> Paymen
     return original
 
 
-async def complete(store: TaskStore, payment_id: str, gateway_ref: str) -> PaymentView:
+async def complete(db: Database, payment_id: str, gateway_ref: str) -> PaymentView:
     """Step 3: the gateway moved the money; record it once (a second call changes nothing)."""
 
-    async def write(conn: AsyncConnection, events: list[Any]) -> PaymentView:
+    async def write(conn: AsyncConnection) -> PaymentView:
         pay = await _payment(conn, lock=True, id=payment_id)
         assert pay is not None
         if pay.status == "succeeded":
@@ -378,17 +490,17 @@ async def complete(store: TaskStore, payment_id: str, gateway_ref: str) -> Payme
             )
         return replace(pay, status="succeeded", gateway_ref=gateway_ref, completed_at=now)
 
-    return await store.run_write(write)
+    return await db.write(write)
 
 
-async def fail(store: TaskStore, payment_id: str) -> None:
+async def fail(db: Database, payment_id: str) -> None:
     """A pending payment that moved no money (declined, or voided after a crash)."""
 
-    async def write(conn: AsyncConnection, events: list[Any]) -> None:
+    async def write(conn: AsyncConnection) -> None:
         await conn.execute(
             update(payments_t)
             .where(payments_t.c.id == payment_id, payments_t.c.status == "pending")
             .values(status="failed", completed_at=utcnow())
         )
 
-    await store.run_write(write)
+    await db.write(write)

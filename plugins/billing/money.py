@@ -11,7 +11,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from frontdesk.core.errors import ToolError
+from frontdesk.core import ToolError
 
 CENT = Decimal("0.01")
 ZERO = Decimal("0.00")

@@ -1,11 +1,16 @@
 """Built-in reports plugin: ``generate_report(kind, period)``, a background job.
 
-The job runs in the runner, not the call (DESIGN.md "Processes"): it reads the store, writes a
-CSV and a PNG bar chart into ``FRONTDESK_REPORTS_PATH`` and returns their paths with a
-two-sentence summary that the follow-up speaks. Kinds:
+Written as an outside package would be: it imports only ``frontdesk.core``'s public names and
+its own modules. The job runs in the runner, not the call (DESIGN.md "Processes"): it writes a
+CSV and a PNG bar chart (``chart.py``) into its ``path`` setting (``FRONTDESK_REPORTS_PATH`` or
+``[plugins.reports] path``; default ``reports``) and returns their paths with a two-sentence
+summary that the follow-up speaks. Kinds:
 
-- ``statement``: the caller's invoices and payments made in the period (the billing ledger);
-- ``activity``: the caller's tasks in the period, counted by department, tool and status.
+- ``statement``: the caller's invoices and payments made in the period, asked of the billing
+  plugin through its ``billing_statement`` hook (``ctx.hook``). Without billing loaded the
+  report says there is no billing data;
+- ``activity``: the caller's tasks in the period (``ctx.tasks``), counted by department, tool
+  and status.
 
 Periods: ``YYYY-MM``, ``this-month``, ``last-month`` and ``last-30-days`` (UTC).
 ``validate_report_args`` is also what the call side runs before queueing, so a bad kind or
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import inspect
 import os
 import re
 from collections import Counter
@@ -25,14 +31,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from frontdesk.core import Department, ToolContext, ToolError, hookimpl, tool
-from frontdesk.core.settings import Settings
-from frontdesk.db.models import Task
-from frontdesk.plugins import ledger
-from frontdesk.plugins.chart import bar_chart_png
-from frontdesk.plugins.money import money
+
+from .chart import bar_chart_png
 
 KINDS = ("statement", "activity")
 BAD_KIND = "I can make a statement or an activity report. Which would you like?"
@@ -47,9 +50,23 @@ _ALIASES = {
     "last-month": "last-month",
     "previous-month": "last-month",
 }
-tasks_t = Task.__table__
 # How task outcomes are read out in an activity summary: the good news first.
 _STATUS_ORDER = {"succeeded": 0, "failed": 1, "cancelled": 2, "running": 3, "queued": 4}
+
+
+class ReportsSettings(BaseSettings):
+    """The reports desk's settings: ``FRONTDESK_REPORTS_*`` or the profile's
+    ``[plugins.reports]``."""
+
+    model_config = SettingsConfigDict(env_prefix="FRONTDESK_REPORTS_", extra="ignore")
+
+    path: Path = Path("reports")  # where the CSV and PNG files are written
+
+
+def money(amount: Decimal, currency: str = "USD") -> str:
+    """How an amount is read back: "$1,200.00" (or "1,200.00 EUR")."""
+    text = f"{Decimal(amount).quantize(Decimal('0.01')):,}"
+    return f"${text}" if currency == "USD" else f"{text} {currency}"
 
 
 @dataclass(frozen=True)
@@ -117,74 +134,72 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+STATEMENT_HEADER = ["date", "type", "reference", "invoice", "description", "amount", "status"]
+STATEMENT_BARS = ["invoiced", "paid", "refunded"]
+
+
+async def _billing_statement(ctx: ToolContext, period: Period) -> tuple[bool, Any]:
+    """(billing is there, its answer) through billing's ``billing_statement`` hook."""
+    ask = getattr(ctx.hook, "billing_statement", None) if ctx.hook is not None else None
+    if ask is None or not ask.get_hookimpls():
+        return False, None
+    answer = ask(caller=ctx.caller, database=ctx.database, start=period.start, end=period.end)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return True, answer
+
+
 async def _statement(ctx: ToolContext, period: Period) -> Report:
-    header = ["date", "type", "reference", "invoice", "description", "amount", "status"]
-    account = await ledger.get_account(ctx.store, ctx.caller)
-    if account is None:
+    billing, found = await _billing_statement(ctx, period)
+    if not billing:
         return Report(
-            header, [], ["invoiced", "paid", "refunded"], [0.0, 0.0, 0.0],
+            STATEMENT_HEADER, [], STATEMENT_BARS, [0.0, 0.0, 0.0],
+            f"There is no billing data to report for {period.spoken}. "
+            "Billing is not available at this front desk.",
+        )  # fmt: skip
+    if found is None:
+        return Report(
+            STATEMENT_HEADER, [], STATEMENT_BARS, [0.0, 0.0, 0.0],
             f"You have no billing account yet, so there is nothing to report for {period.spoken}. "
             "Billing opens one the first time you ask about your balance.",
         )  # fmt: skip
-    every_invoice = await ledger.invoices(ctx.store, account.id)
-    invoices = [i for i in every_invoice if period.holds(i.created_at)]
     await ctx.progress(0.3, "reading payments")
-    # Failed payments moved no money, so a statement leaves them out.
-    payments = [
-        p for p in await ledger.payments(ctx.store, account.id)
-        if p.status != "failed" and period.holds(p.created_at)
-    ]  # fmt: skip
-    payees = {i.id: i.payee for i in every_invoice}
-    lines: list[tuple[datetime, list[str]]] = []
-    for inv in invoices:
-        state = "paid" if inv.open_amount <= 0 else "open"
-        lines.append((inv.created_at, [
-            f"{inv.created_at:%Y-%m-%d}", "invoice", inv.id, inv.id, inv.description,
-            f"{inv.amount:.2f}", state,
-        ]))  # fmt: skip
-    for pay in payments:
-        kind = "payment" if pay.kind == "charge" else "refund"
-        payee = payees.get(pay.invoice_id or "", ledger.PAYEE)
-        what = f"{'paid to' if pay.kind == 'charge' else 'refund from'} {payee}"
-        lines.append((pay.created_at, [
-            f"{pay.created_at:%Y-%m-%d}", kind, pay.id, pay.invoice_id or "", what,
-            f"{pay.amount:.2f}", pay.status,
-        ]))  # fmt: skip
-    lines.sort(key=lambda line: line[0])
+    lines = list(found["lines"])
+    cur = found.get("currency", "USD")
 
-    def total(items: list[Any]) -> Decimal:
-        return sum((i.amount for i in items), Decimal("0.00"))
+    def total(kind: str) -> Decimal:
+        return sum((Decimal(ln["amount"]) for ln in lines if ln["type"] == kind), Decimal("0.00"))
 
-    invoiced = total(invoices)
-    charges = [p for p in payments if p.kind == "charge"]
-    refunds = [p for p in payments if p.kind == "refund"]
-    cur = account.currency
-    refunded = f", with {money(total(refunds), cur)} refunded" if refunds else ""
+    def count(kind: str) -> int:
+        return sum(1 for ln in lines if ln["type"] == kind)
+
+    invoiced, paid, refunded = total("invoice"), total("payment"), total("refund")
+    also = f", with {money(refunded, cur)} refunded" if count("refund") else ""
     summary = (
-        f"Your statement for {period.spoken} lists {_plural(len(invoices), 'invoice')} "
-        f"totalling {money(invoiced, cur)} and {_plural(len(charges), 'payment')} "
-        f"totalling {money(total(charges), cur)}{refunded}. "
-        f"Your balance today is {money(account.balance, cur)}."
+        f"Your statement for {period.spoken} lists {_plural(count('invoice'), 'invoice')} "
+        f"totalling {money(invoiced, cur)} and {_plural(count('payment'), 'payment')} "
+        f"totalling {money(paid, cur)}{also}. "
+        f"Your balance today is {money(found['balance'], cur)}."
     )
+    rows = [
+        [f"{ln['date']:%Y-%m-%d}", ln["type"], ln["reference"], ln["invoice"],
+         ln["description"], f"{Decimal(ln['amount']):.2f}", ln["status"]]
+        for ln in lines
+    ]  # fmt: skip
     return Report(
-        header, [line for _, line in lines], ["invoiced", "paid", "refunded"],
-        [float(invoiced), float(total(charges)), float(total(refunds))], summary,
+        STATEMENT_HEADER, rows, STATEMENT_BARS,
+        [float(invoiced), float(paid), float(refunded)], summary,
     )  # fmt: skip
 
 
 async def _activity(ctx: ToolContext, period: Period) -> Report:
-    stmt = (
-        select(tasks_t.c.department, tasks_t.c.tool, tasks_t.c.status, func.count())
-        .where(
-            tasks_t.c.caller == ctx.caller,
-            tasks_t.c.created_at >= period.start,
-            tasks_t.c.created_at < period.end,
-            tasks_t.c.id != ctx.task_id,  # this report itself is still running
-        )
-        .group_by(tasks_t.c.department, tasks_t.c.tool, tasks_t.c.status)
+    # The caller's own tasks, this report itself left out (it is still running).
+    counted: Counter[tuple[str, str, str]] = Counter(
+        (t.department or "other", t.tool, t.status)
+        for t in await ctx.tasks.list(limit=None)
+        if period.holds(t.created_at) and t.id != ctx.task_id
     )
-    async with ctx.store.read_engine.connect() as conn:
-        found = [(d or "other", t, s, int(n)) for d, t, s, n in (await conn.execute(stmt)).all()]
+    found = [(d, t, s, n) for (d, t, s), n in counted.items()]
     await ctx.progress(0.4, "counting tasks")
     found.sort(key=lambda r: (r[0], r[1], r[2]))
     by_dept: Counter[str] = Counter()
@@ -253,11 +268,9 @@ async def generate_report(ctx: ToolContext, kind: str, period: str) -> dict[str,
     await ctx.progress(0.1, "reading invoices" if kind == "statement" else "reading task history")
     report = await (_statement if kind == "statement" else _activity)(ctx, span)
     await ctx.progress(0.6, "writing the spreadsheet and chart")
-    settings = ctx.settings or Settings()
+    config = ctx.config if isinstance(ctx.config, ReportsSettings) else ReportsSettings()
     stem = f"{kind}-{slug(ctx.caller)}-{span.label}-task{ctx.task_id}"
-    csv_path, png_path = await asyncio.to_thread(
-        _write_files, Path(settings.reports_path), stem, report
-    )
+    csv_path, png_path = await asyncio.to_thread(_write_files, Path(config.path), stem, report)
     await ctx.progress(0.95, "finishing up")
     return {
         "summary": report.summary,
@@ -270,7 +283,7 @@ async def generate_report(ctx: ToolContext, kind: str, period: str) -> dict[str,
 
 
 INSTRUCTIONS = """\
-You are the reports desk of the Harbor Light Hotel's front desk, talking with a caller by voice.
+You are the reports desk, talking with a caller by voice.
 You make two kinds of report: a statement of their invoices and payments, and an activity
 summary of what they asked the front desk to do. Ask which kind and which period if they did
 not say; a period is a month, this month, last month or the last 30 days.
@@ -291,3 +304,8 @@ def register_departments(register: Any) -> None:
             keywords=["report", "statement", "summary", "activity", "export"],
         )
     )
+
+
+@hookimpl
+def register_settings(register: Any) -> None:
+    register(ReportsSettings)

@@ -1,5 +1,14 @@
-"""Built-in search plugin: the hotel's knowledge base (plugins/knowledge.py), and web search
-through the operator's service.
+"""Built-in search plugin: a knowledge base of the business's own information
+(``knowledge.py``), and web search through the operator's service.
+
+Settings (``register_settings``; environment, ``.env`` or the profile's ``[plugins.search]``)
+-------------------------------------------------------------------------------------------
+- ``kb_path`` (``FRONTDESK_SEARCH_KB_PATH``): a folder of Markdown files to answer from. None is
+  built in: without one ``search_knowledge`` says plainly that there is no knowledge base. A
+  relative path in the profile is relative to the profile's folder (frontdesk resolves it), so
+  ``kb_path = "kb"`` in ``examples/demo/frontdesk.toml`` is ``examples/demo/kb``; one from the
+  environment is relative to the working directory.
+- ``web_url`` (``FRONTDESK_SEARCH_WEB_URL``): the web search service; off when unset.
 
 Web search contract
 -------------------
@@ -13,7 +22,7 @@ sends::
 
 and expects status 200 with a JSON body, best result first::
 
-    {"results": [{"title": "Harbor fireworks", "url": "https://...", "snippet": "..."}]}
+    {"results": [{"title": "Fireworks", "url": "https://...", "snippet": "..."}]}
 
 ``title`` or ``snippet`` must be a non-empty string; ``url`` may be empty; other fields are
 ignored and at most ``limit`` results are read. Any other status, a body of another shape, a
@@ -27,19 +36,56 @@ import json
 import logging
 import unicodedata
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from frontdesk.core import Department, ToolContext, ToolError, hookimpl, tool
-from frontdesk.core.settings import Settings
-from frontdesk.plugins.knowledge import MAX_QUERY_CHARS, kb_root, require_words, search_kb
+from frontdesk.plugins.search.knowledge import MAX_QUERY_CHARS, require_words, search_kb
 
 log = logging.getLogger("frontdesk.plugins.search")
 
 WEB_LIMIT = 3
 WEB_TIMEOUT_SECONDS = 10.0
 MAX_WEB_BYTES = 1_000_000
+
+
+NO_KB = "There's no knowledge base set up here, so I can't look that up."
+
+
+class SearchSettings(BaseSettings):
+    """The search desk's settings: ``FRONTDESK_SEARCH_*`` or the profile's ``[plugins.search]``."""
+
+    model_config = SettingsConfigDict(env_prefix="FRONTDESK_SEARCH_", extra="ignore")
+
+    kb_path: Path | None = None
+    web_url: str | None = None
+
+    @field_validator("kb_path", mode="before")
+    @classmethod
+    def _unset_when_blank(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("kb_path")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        path = value.expanduser()
+        return path.resolve()
+
+    @field_validator("web_url")
+    @classmethod
+    def _stripped(cls, value: str | None) -> str | None:
+        return (value or "").strip() or None
+
+
+def _config(ctx: ToolContext) -> SearchSettings:
+    config = ctx.config
+    return config if isinstance(config, SearchSettings) else SearchSettings()
 
 
 def _spoken(query: str, limit: int = 80) -> str:
@@ -52,17 +98,18 @@ def _spoken(query: str, limit: int = 80) -> str:
 
 @tool(pattern="interruptible", ack="Let me look that up.")
 async def search_knowledge(ctx: ToolContext, query: str) -> str:
-    """Look up the hotel's own information: policies, times, prices and rules for check-in and
-    checkout (late checkout too), breakfast and restaurants, wifi, parking and the airport
-    shuttle, pets and dogs, pool, gym and spa, smoking, bookings and cancellations, and the
+    """Look up our own information: policies, opening hours and times, prices and fees,
+    rules, amenities and services, bookings and cancellations, getting here and parking, and the
     local area. Pass the caller's question in a few words. Returns the best matching passages,
     best first; answer only from them."""
-    root = kb_root(ctx.settings or Settings())
     require_words(query)
-    await ctx.progress(0.3, "searching the hotel information")
+    root = _config(ctx).kb_path
+    if root is None:
+        raise ToolError(NO_KB)
+    await ctx.progress(0.3, "searching our information")
     hits = await search_kb(root, query)
     if not hits:
-        return f"I couldn't find anything about {_spoken(query)} in the hotel information."
+        return f"I couldn't find anything about {_spoken(query)} in our information."
     best, *others = hits
     lines = [f"1. {best.heading}: {best.snippet}"]
     lines += [f"{i}. {hit.heading}: {hit.brief}" for i, hit in enumerate(others, 2)]
@@ -122,9 +169,9 @@ def _web_lines(data: Any, limit: int) -> list[str]:
 
 @tool(pattern="interruptible", ack="Let me check the web.")
 async def search_web(ctx: ToolContext, query: str) -> str:
-    """Search the web for things the hotel's own information does not cover, such as events,
+    """Search the web for things our own information does not cover, such as events,
     outside businesses or news. Pass a short search query. Returns titles and snippets."""
-    url = ((ctx.settings or Settings()).search_web_url or "").strip()
+    url = _config(ctx).web_url
     if not url:
         raise ToolError("Web search isn't set up here.")
     require_words(query)
@@ -150,14 +197,14 @@ async def search_web(ctx: ToolContext, query: str) -> str:
 # -- registration ---------------------------------------------------------------------------
 
 INSTRUCTIONS = """\
-You are the hotel's information desk, speaking with a caller on the phone. You answer questions
-about the hotel's policies, amenities, hours and prices, and about the local area.
-- Call search_knowledge before you answer any question about the hotel, and answer only from
-  what it returns. Never guess a time, a price or a rule.
+You are the information desk, speaking with a caller on the phone. You answer questions about
+our policies, amenities, hours and prices, and about the local area.
+- Call search_knowledge before you answer any question about us, and answer only from what it
+  returns. Never guess a time, a price or a rule.
 - Reply in one or two short spoken sentences: plain words, no lists, no markdown, no web
   addresses read aloud.
 - If nothing is found, say so briefly and offer to help another way. Use search_web only for
-  things outside the hotel, and only if it is set up.
+  things outside our own information, and only if it is set up.
 - Payments and bills belong to billing, reports to reports; transfer the caller there, or back
   to triage when they are done with questions."""
 
@@ -175,11 +222,16 @@ def register_departments(register: Callable[..., None]) -> None:
         Department(
             name="search",
             description=(
-                "answers questions about hotel policies, amenities and local information:"
-                " check-in and checkout, breakfast, wifi, parking, pets, pool and gym"
+                "answers questions about our policies, hours, prices, amenities and local"
+                " information: check-in and checkout, breakfast, wifi, parking, pets, pool and gym"
             ),
             instructions=INSTRUCTIONS,
             tools=[search_knowledge, search_web],
             keywords=list(KEYWORDS),
         )
     )
+
+
+@hookimpl
+def register_settings(register: Callable[..., None]) -> None:
+    register(SearchSettings)

@@ -1,6 +1,6 @@
-"""The search desk's knowledge base: ranked full-text search (SQLite FTS5, bm25) over a folder
-of Markdown files, the sample hotel in ``frontdesk/plugins/kb/`` or the folder
-``FRONTDESK_KB_PATH`` names.
+"""The search desk's knowledge base: ranked full-text search (SQLite FTS5, bm25) over the folder
+of Markdown files that ``FRONTDESK_SEARCH_KB_PATH`` (or the profile's ``[plugins.search]
+kb_path``) names. No knowledge base is built in; the demo's is ``examples/demo/kb/``.
 
 Each file is split into sections at its headings, so an answer points at "Late checkout" rather
 than at a whole page. The index lives in memory, is built on first use in a worker thread and is
@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from frontdesk.core import ToolError
-from frontdesk.core.settings import Settings
 
 log = logging.getLogger("frontdesk.plugins.search")
 
-DEFAULT_KB = Path(__file__).parent / "kb"
 RESULT_LIMIT = 3
 # The best hit is read out in full-ish; the runners-up only briefly, to keep the answer short.
 SNIPPET_TOKENS = 32
@@ -264,11 +262,6 @@ class KnowledgeIndex:
 _indexes: dict[Path, KnowledgeIndex] = {}
 
 
-def kb_root(settings: Settings | None) -> Path:
-    configured = settings.kb_path if settings is not None else None
-    return Path(configured).expanduser().resolve() if configured else DEFAULT_KB.resolve()
-
-
 def index_for(root: Path) -> KnowledgeIndex:
     """The process-wide index for a KB folder."""
     if (index := _indexes.get(root)) is None:
@@ -309,10 +302,10 @@ async def search_kb(root: Path, query: str, limit: int = RESULT_LIMIT) -> list[H
     match = require_words(query)
     if not root.is_dir():
         log.warning("knowledge base folder %s does not exist", root)
-        raise ToolError("The hotel information isn't available right now.")
+        raise ToolError("Our information isn't available right now.")
     index = index_for(root)
     try:
         return await _run_interruptible(lambda guard: index.search(match, limit, guard))
     except (sqlite3.Error, OSError):
         log.exception("knowledge base search failed for %r", match[:200])
-        raise ToolError("I couldn't search the hotel information just now.") from None
+        raise ToolError("I couldn't search our information just now.") from None

@@ -6,10 +6,18 @@ an id that does not exist, so ids cannot be probed.
 
 from __future__ import annotations
 
-from frontdesk.core import ToolContext, ToolError, hookimpl, tool
-from frontdesk.core.errors import TaskNotFound
-from frontdesk.core.wording import task_noun
-from frontdesk.db.store import NotCancellable, Task
+from collections.abc import Callable
+
+from frontdesk.core import (
+    NotCancellable,
+    Task,
+    TaskNotFound,
+    ToolContext,
+    ToolError,
+    hookimpl,
+    task_noun,
+    tool,
+)
 
 OWN_TOOLS = {"task_status", "my_tasks", "cancel_task"}
 
@@ -31,8 +39,8 @@ def describe(task: Task) -> str:
 
 async def _own(ctx: ToolContext, task_id: int) -> Task:
     try:
-        return await ctx.store.get(int(task_id), caller=ctx.caller)
-    except (TaskNotFound, ValueError, OverflowError):
+        return await ctx.tasks.get(task_id)
+    except TaskNotFound:
         raise ToolError(f"I couldn't find a task with reference {task_id} for you.") from None
 
 
@@ -42,7 +50,7 @@ async def task_status(ctx: ToolContext, task_id: int | None = None) -> str:
     the one with this reference number, or the latest one if none is given."""
     if task_id is not None:
         return describe(await _own(ctx, task_id))
-    for task in await ctx.store.list(caller=ctx.caller, limit=20):
+    for task in await ctx.tasks.list(limit=20):
         if task.tool not in OWN_TOOLS:
             return describe(task)
     return "You don't have any tasks with us yet."
@@ -51,9 +59,7 @@ async def task_status(ctx: ToolContext, task_id: int | None = None) -> str:
 @tool(pattern="interruptible")
 async def my_tasks(ctx: ToolContext) -> str:
     """The caller's recent tasks and their status."""
-    tasks = [
-        t for t in await ctx.store.list(caller=ctx.caller, limit=30) if t.tool not in OWN_TOOLS
-    ]
+    tasks = [t for t in await ctx.tasks.list(limit=30) if t.tool not in OWN_TOOLS]
     if not tasks:
         return "You don't have any tasks with us yet."
     return " ".join(describe(t) for t in tasks[:5])
@@ -64,7 +70,7 @@ async def cancel_task(ctx: ToolContext, task_id: int) -> str:
     """Cancel one of the caller's background jobs (such as a report) by reference number.
     Payments and other critical work cannot be cancelled."""
     try:
-        task = await ctx.store.cancel(int(task_id), by="caller", caller=ctx.caller)
+        task = await ctx.tasks.cancel(int(task_id))
     except (TaskNotFound, ValueError, OverflowError):
         raise ToolError(f"I couldn't find a task with reference {task_id} for you.") from None
     except NotCancellable as exc:
@@ -77,6 +83,6 @@ async def cancel_task(ctx: ToolContext, task_id: int) -> str:
 
 
 @hookimpl
-def register_tools(register) -> None:  # noqa: ANN001
+def register_tools(register: Callable[..., None]) -> None:
     for spec in (task_status, my_tasks, cancel_task):
         register(spec, departments=["*"])
