@@ -105,13 +105,14 @@ def test_doctor_never_prints_secrets(app, bare, store, tmp_path):
     assert "STT: deepgram:nova-3" in text.output and "TTS: elevenlabs" in text.output
     assert "voice: STT and TTS are both available" in text.output
     assert "`frontdesk start` can register with LiveKit" in text.output
-    assert "reachable: yes" in text.output and "schema: at the head" in text.output
+    assert "reachable: yes" in text.output and "schema frontdesk: at the head" in text.output
     report = json.loads(as_json.output)
     assert report["ok"] is True and set(report["sections"]) == {
         "providers",
         "livekit",
         "audio",
         "database",
+        "profile",
         "plugins",
     }
 
@@ -139,7 +140,7 @@ def test_doctor_reports_an_empty_schema(app, bare, tmp_path):
     bare.setenv("FRONTDESK_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
     result = run(app, "doctor")
     assert result.exit_code == 0
-    assert "reachable: yes" in result.output and "schema: empty; migrated to" in result.output
+    assert "reachable: yes" in result.output and "schema frontdesk: empty; migrated to" in result.output
 
 
 def test_mask_url_hides_passwords():

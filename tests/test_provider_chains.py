@@ -244,7 +244,7 @@ def _frontdesk(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
         **env,
     )
     return subprocess.run(
-        [sys.executable, "-m", "frontdesk.core", *args],
+        [sys.executable, "-m", "frontdesk.agents.programs", *args],
         cwd=tmp_path,
         env=clean,
         capture_output=True,
@@ -301,7 +301,7 @@ def test_every_llm_down_the_caller_hears_an_apology_and_no_traceback(tmp_path):
 
     dead = dead_url()
     proc = subprocess.run(
-        [sys.executable, "-m", "frontdesk.core", "console", "--text"],
+        [sys.executable, "-m", "frontdesk.agents.programs", "console", "--text"],
         input="hello\nare you there?\nhello?\nnever read\n",
         cwd=tmp_path,
         env={
