@@ -44,11 +44,12 @@ def _key(entry: Choice, env: Mapping[str, str]) -> str:
     return (env.get(entry.key_env) if entry.key_env else None) or NO_KEY
 
 
-def _one_llm(entry: Choice, env: Mapping[str, str]) -> Any:
+def _one_llm(entry: Choice, env: Mapping[str, str], registry: Any = None) -> Any:
     if entry.provider == "offline":
         from frontdesk.agents.brain import OfflineBrain
 
-        return OfflineBrain()
+        # The registry tells the brain which tools are critical (asked for a yes first).
+        return OfflineBrain.for_registry(registry) if registry is not None else OfflineBrain()
     if entry.provider == "google":
         from livekit.plugins import google
 
@@ -126,11 +127,14 @@ def _entries(chain: Chain | Choice) -> tuple[Choice, ...]:
 
 
 def build_llm(
-    chain: Chain | Choice, env: Mapping[str, str] | None = None, retries: Retries | None = None
+    chain: Chain | Choice,
+    env: Mapping[str, str] | None = None,
+    retries: Retries | None = None,
+    registry: Any = None,
 ) -> Any:
     """A ``livekit.agents.llm.LLM`` for the chain (the offline brain for ``offline``)."""
     env = provider_env() if env is None else env
-    parts = [_one_llm(e, env) for e in _entries(chain)]
+    parts = [_one_llm(e, env, registry) for e in _entries(chain)]
     if len(parts) == 1:
         return parts[0]
     from livekit.agents import llm
@@ -267,8 +271,11 @@ class Providers:
         return kwargs
 
 
-def build(choices: Choices, *, vad: Any = None, settings: Settings | None = None) -> Providers:
-    """Every provider object for the choices; ``vad`` is the process's prewarmed Silero."""
+def build(
+    choices: Choices, *, vad: Any = None, settings: Settings | None = None, registry: Any = None
+) -> Providers:
+    """Every provider object for the choices; ``vad`` is the process's prewarmed Silero, and
+    ``registry`` (the loaded plugins) tells an offline brain which tools are critical."""
     env = choices.env or provider_env()
     retries = Retries.from_settings(settings)
     if choices.stt.enabled and vad is None:
@@ -276,7 +283,7 @@ def build(choices: Choices, *, vad: Any = None, settings: Settings | None = None
     stt = build_stt(choices.stt, env, vad=vad, retries=retries)
     return Providers(
         choices=choices,
-        llm=build_llm(choices.llm, env, retries),
+        llm=build_llm(choices.llm, env, retries, registry),
         stt=stt,
         tts=build_tts(choices.tts, env, retries),
         vad=vad if stt is not None else None,

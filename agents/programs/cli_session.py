@@ -253,7 +253,7 @@ def console(
         )
 
         def make_llm() -> Any:
-            return provider_build.build(text_only, settings=settings)
+            return provider_build.build(text_only, settings=settings, registry=registry)
 
     brain = f"LLM {llm_choice.label()}" if llm_choice.enabled else "offline brain"
     reason = "--text given" if mode == "voice" else why

@@ -112,7 +112,7 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     session_id = ctx.job.id
     log.info("call %s from %s (%s)", session_id, caller, participant.identity)
 
-    built = provider_build.build(ud[CHOICES], vad=ud[VAD], settings=settings)
+    built = provider_build.build(ud[CHOICES], vad=ud[VAD], settings=settings, registry=ud[REGISTRY])
     session = AgentSession(**built.session_kwargs())
 
     acks = None
