@@ -17,8 +17,10 @@ from typing import Any
 
 from livekit.agents import Agent, AgentSession, llm
 
+from frontdesk.agents.caller_speech import CallerSpeech
 from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.handoff import carried_context, extract_facts
+from frontdesk.agents.heard_vad import HeardVAD
 from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
 from frontdesk.core.followups import FollowupWatcher, followup_instructions
@@ -79,6 +81,11 @@ class CallRuntime:
         self._loops: list[asyncio.Task[None]] = []
         self._critical_locks: dict[str, asyncio.Lock] = {}
         self._closed = False
+        # The caller's voice (voice sessions): barge-in on interruptible work, and follow-ups
+        # wait for a quiet caller. Set at start; a text session's caller is always quiet.
+        self.caller_speech: CallerSpeech | None = None
+        self.heard_vad: HeardVAD | None = None  # department agents' VAD, when the session has one
+        self.critical_turns: dict[int, Any] = {}  # task id -> the speech handle of its turn
 
     # -- departments and handoffs -----------------------------------------------------------
 
@@ -127,6 +134,9 @@ class CallRuntime:
             await self.store.call_started(self.session_id, self.caller)
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
+        self.caller_speech = CallerSpeech(self.session)
+        if self.session.vad is not None:
+            self.heard_vad = HeardVAD(self.session.vad, self.caller_speech.on_vad)
         await self.session.start(self.make_agent(TRIAGE), **start_options)
         self._loops = [
             asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat"),
@@ -169,6 +179,8 @@ class CallRuntime:
         self.inflight.clear()
         for loop in self._loops:
             loop.cancel()
+        if self.caller_speech is not None:
+            self.caller_speech.close()
         with _best_effort("recording the end of the call"):
             await self.store.call_ended(self.session_id)
         self.emit({"type": "session_end", "caller": self.caller, "session_id": self.session_id})
@@ -224,11 +236,43 @@ class CallRuntime:
     # -- follow-ups ----------------------------------------------------------------------------
 
     def is_idle(self) -> bool:
+        """Nothing said or queued, no reply being thought of, and the caller neither speaking
+        nor waiting for an answer to words not yet committed as a turn."""
         return (
             not self._closed
             and self.session.current_speech is None
             and self.session.agent_state in ("listening", "idle")
+            and (self.caller_speech is None or self.caller_speech.quiet)
         )
+
+    async def before_answer(self) -> None:
+        """The caller's turn is about to be answered. If critical work is running, they hear
+        a short hold line, and their words are answered after the work's result has been
+        spoken in full (DESIGN.md, "The four patterns"; docs/patterns.md)."""
+        running = [
+            (task_id, spec, work)
+            for task_id, (spec, work) in self.inflight.items()
+            if spec.pattern == "critical" and not work.done()
+        ]
+        if not running:
+            return
+        from frontdesk.core.followups import task_noun
+
+        nouns = " and ".join(dict.fromkeys(task_noun(spec.name) for _, spec, _ in running))
+        self.emit({"type": "hold", "tasks": [t for t, _, _ in running]})
+        with _best_effort("saying the hold line"):
+            line = f"One moment, I'm finishing your {nouns}."
+            clip = self.acks.cached(line) if self.acks is not None else None
+            if clip is not None:
+                self.session.say(line, audio=self.acks.frames(clip), allow_interruptions=False)
+            else:
+                self.session.say(line, allow_interruptions=False)
+        handles = [self.critical_turns.get(t) for t, _, _ in running]
+        await asyncio.wait([w for _, _, w in running])
+        for handle in handles:
+            if handle is not None:
+                with _best_effort("waiting for the result to be spoken"):
+                    await handle.wait_for_playout()
 
     async def deliver(self, task: Task) -> bool:
         """Speak one finished task; mark it delivered only if the speech was not interrupted."""

@@ -273,7 +273,7 @@ def voice_session(
     llm_: llm.LLM,
     *,
     voice: CallerVoice | None = None,
-    words_per_second: float = 12.0,
+    words_per_second: float = 25.0,
     min_interruption_duration: float = 0.3,
     min_interruption_words: int = 0,
     min_endpointing_delay: float = 0.2,
@@ -292,6 +292,8 @@ def voice_session(
         FakeTTS(words_per_second=words_per_second),
     )
     session_kwargs.setdefault("aec_warmup_duration", None)
+    # At close LiveKit waits this long for a last transcript; the fake caller has none.
+    session_kwargs.setdefault("session_close_transcript_timeout", 0.05)
     turn_handling: dict[str, Any] = {
         "turn_detection": "vad",
         "endpointing": {"min_delay": min_endpointing_delay, "max_delay": max_endpointing_delay},
