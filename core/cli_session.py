@@ -49,8 +49,14 @@ def simulate(
     no_runner: bool = typer.Option(
         False, "--no-runner", help="Leave background jobs to a separate `frontdesk runner`."
     ),
+    voice: bool = typer.Option(
+        False,
+        "--voice",
+        help="Voice sessions with timed speech (fake VAD/STT/TTS); barge-in is speech.",
+    ),
 ) -> None:
-    """Run scripted calls on real text-mode sessions; exit 1 if an expect fails."""
+    """Run scripted calls on real sessions (text, or voice with --voice); exit 1 if an
+    expect fails."""
     from frontdesk.core.errors import FrontdeskError
     from frontdesk.core.scenario import load_scenario
 
@@ -59,7 +65,7 @@ def simulate(
         loaded = [load_scenario(p) for p in scenarios]
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
-    failures = _run(loaded, settings, as_json, callers, runner=not no_runner)
+    failures = _run(loaded, settings, as_json, callers, runner=not no_runner, voice=voice)
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
@@ -67,7 +73,12 @@ def simulate(
 
 
 def _run(
-    loaded: list[Any], settings: Settings, as_json: bool, callers: int, runner: bool = True
+    loaded: list[Any],
+    settings: Settings,
+    as_json: bool,
+    callers: int,
+    runner: bool = True,
+    voice: bool = False,
 ) -> list[str]:
     _quiet_logs()
     from frontdesk.core import host
@@ -83,7 +94,9 @@ def _run(
         else:
             transcript_line(event)
 
-    return run_async(run_sim(loaded, settings, registry, emit, callers=callers, runner=runner))
+    return run_async(
+        run_sim(loaded, settings, registry, emit, callers=callers, runner=runner, voice=voice)
+    )
 
 
 @operator_errors

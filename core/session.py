@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, llm
@@ -334,12 +334,25 @@ class CallRuntime:
 
 
 async def start_call(
-    session: AgentSession, *, room: Any = None, room_options: Any = None, **runtime: Any
+    session: AgentSession,
+    *,
+    room: Any = None,
+    room_options: Any = None,
+    listeners: Iterable[Callable[[dict[str, Any]], None]] = (),
+    **runtime: Any,
 ) -> CallRuntime:
-    """Wire a session for one caller (``runtime`` is ``CallRuntime``'s keywords: store,
-    registry, settings, caller, session_id, watcher, acks, audio) and start it on the triage
-    desk, bound to ``room`` and the participant in ``room_options`` for a LiveKit call."""
+    """Run the concierge on ``session``: the one entry point the worker, the console,
+    ``frontdesk simulate`` and the voice test harness share (docs/plugins.md, "Testing").
+
+    ``session`` is any ``AgentSession``: text-only, or voice with the STT, TTS, VAD and turn
+    detection of your choice. ``runtime`` is ``CallRuntime``'s keywords: store, registry,
+    settings, caller, and optionally session_id, watcher (follow-ups), acks (an ``AckCache``
+    on the session's TTS) and audio (a started ``BackgroundAudioPlayer`` for the thinking
+    sound). ``listeners`` receive the call's transcript events from the first one on. For a
+    LiveKit call, ``room`` and ``room_options`` bind the session to the room's participant.
+    Returns the started runtime; end the call with ``await runtime.shutdown(reason)``."""
     call = CallRuntime(session, **runtime)
+    call.listeners.extend(listeners)
     options = {k: v for k, v in (("room", room), ("room_options", room_options)) if v is not None}
     await call.start(**options)
     return call

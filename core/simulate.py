@@ -23,7 +23,7 @@ from frontdesk.core.followups import FollowupWatcher
 from frontdesk.core.host import Registry
 from frontdesk.core.runner import Runner
 from frontdesk.core.scenario import Scenario, Step
-from frontdesk.core.session import CallRuntime
+from frontdesk.core.session import CallRuntime, start_call
 from frontdesk.core.settings import Settings
 from frontdesk.core.testing import ScriptedLLM
 from frontdesk.db.store import TaskEvent, TaskStore
@@ -149,17 +149,15 @@ class CallDriver:
         # A configured model answers when the script is empty (the console), else the brain.
         self.llm = ScriptedLLM(fallback=self.make_llm() if self.make_llm else OfflineBrain())
         self.session = AgentSession(llm=self.llm)
-        runtime = CallRuntime(
+        self.runtime = await start_call(
             self.session,
             store=self.env.store,
             registry=self.env.registry,
             settings=self.env.settings,
             caller=self.caller,
             watcher=self.env.watcher,
+            listeners=[self.emit],
         )
-        runtime.listeners.append(self.emit)
-        self.runtime = runtime
-        await runtime.start()
         await self.settle()
 
     async def hangup(self) -> None:
@@ -192,7 +190,11 @@ class CallDriver:
 
     async def play(self, step: Step, following: Step | None) -> None:
         assert self.session is not None or step.kind in ("reconnect", "expect", "wait")
-        if step.kind == "user":
+        if step.kind == "user" and step.after is not None:
+            # talking over the agent: in text mode, an interruption, then the words
+            await self.play(Step(step.index, "interrupt", {"after": step.after}), None)
+            await self.play(Step(step.index, "user", step.value, llm=step.llm), following)
+        elif step.kind == "user":
             await self.settle()
             assert self.llm is not None and self.session is not None
             self.llm.clear()
@@ -207,7 +209,11 @@ class CallDriver:
                     self.emit({"type": "error", "message": f"turn failed: {exc}"})
 
             self.turn = asyncio.create_task(turn())
-            if following is None or following.kind != "interrupt":
+            talked_over = following is not None and (
+                following.kind == "interrupt"
+                or (following.kind == "user" and following.after is not None)
+            )
+            if not talked_over:
                 await self._finish_turn()
         elif step.kind == "interrupt":
             await asyncio.sleep(
@@ -289,8 +295,15 @@ async def simulate(
     *,
     callers: int = 1,
     runner: bool = True,
+    voice: bool = False,
 ) -> list[str]:
-    """Run every scenario (``callers`` copies each) concurrently; returns the failures."""
+    """Run every scenario (``callers`` copies each) concurrently; returns the failures.
+    ``voice`` plays them on voice sessions with timed speech (core/simulate_voice.py)."""
+    driver_class: type[CallDriver] = CallDriver
+    if voice:
+        from frontdesk.core.simulate_voice import VoiceCallDriver
+
+        driver_class = VoiceCallDriver
     env = await Environment.open(settings, registry, runner=runner)
     try:
         drivers = []
@@ -304,7 +317,7 @@ async def simulate(
                 while caller in taken:
                     caller, k = f"{base}~{k}", k + 1
                 taken.add(caller)
-                drivers.append(CallDriver(env, scenario, caller, emit))
+                drivers.append(driver_class(env, scenario, caller, emit))
         results = await asyncio.gather(*(d.run() for d in drivers))
         return [r for r in results if r]
     finally:

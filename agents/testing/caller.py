@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,7 +112,9 @@ class VoiceCall:
         watcher: Any = None,
         fallback: llm.LLM | None = None,
         acks: bool = True,
+        ack_cache_dir: Any = None,
         thinking_sound: bool = True,
+        listeners: Any = (),
         **pipeline_options: Any,
     ) -> AsyncIterator[VoiceCall]:
         from frontdesk.core.acks import AckCache
@@ -122,7 +125,9 @@ class VoiceCall:
         pipeline = voice_session(words, **pipeline_options)
         cache = None
         if acks:
-            cache = AckCache(pipeline.tts, cache_dir=settings.reports_path.parent / "acks-cache")
+            # the fake voice's clips never go to the real cache directory
+            cache_dir = ack_cache_dir or tempfile.mkdtemp(prefix="frontdesk-acks-")
+            cache = AckCache(pipeline.tts, cache_dir=cache_dir)
         runtime = await start_call(
             pipeline.session,
             store=store,
@@ -132,6 +137,7 @@ class VoiceCall:
             watcher=watcher,
             acks=cache,
             audio=pipeline.background if thinking_sound else None,
+            listeners=listeners,
         )
         call = cls(pipeline, runtime, words)
         call.watch_store(store)
