@@ -32,6 +32,8 @@ from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.session")
 
+# Said when the caller speaks over critical work; their words are answered after its result.
+HOLD_LINE = "One moment, I'm just finishing that."
 GREETING = "Hello, you've reached the Harbor Light Hotel front desk. How can I help?"
 
 
@@ -256,12 +258,9 @@ class CallRuntime:
         ]
         if not running:
             return
-        from frontdesk.core.followups import task_noun
-
-        nouns = " and ".join(dict.fromkeys(task_noun(spec.name) for _, spec, _ in running))
         self.emit({"type": "hold", "tasks": [t for t, _, _ in running]})
         with _best_effort("saying the hold line"):
-            line = f"One moment, I'm finishing your {nouns}."
+            line = HOLD_LINE
             clip = self.acks.cached(line) if self.acks is not None else None
             if clip is not None:
                 self.session.say(line, audio=self.acks.frames(clip), allow_interruptions=False)

@@ -17,6 +17,7 @@ import voicekit
 from frontdesk.agents.testing.audio import overlap
 from frontdesk.agents.testing.caller import CallerScript, VoiceCall
 from frontdesk.core import host
+from frontdesk.core.session import HOLD_LINE
 from frontdesk.core.simulate import Environment
 
 STALE = "slow probe finished"
@@ -171,9 +172,11 @@ async def test_talking_over_critical_work_hears_the_result_then_an_answer(env):
         heard = call.pipeline.output.heard()
         acks = [h for h in heard if h.text == "Saving that now, one moment."]
         assert all(h.started_at < ended["at"] for h in acks)  # never an ack after the work
+        [hold] = [h for h in heard if h.text == HOLD_LINE]
         [result] = [h for h in heard if h.text == "Saved."]
         [answer] = [h for h in heard if h.text == "Yes, all done."]
-        assert result.complete and answer.complete and result.ended_at <= answer.started_at
+        assert result.complete and answer.complete
+        assert hold.started_at < result.started_at and result.ended_at <= answer.started_at
         assert voicekit.calls["save"] == 1 and voicekit.finished["save"] == 1
         assert [r.status for r in await env.store.list(caller="vic", tool="save")] == ["succeeded"]
 
