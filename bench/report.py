@@ -82,7 +82,8 @@ def markdown(results: dict[str, Any]) -> str:
         "calls": "§6",
         "history": "§7",
         "startup": "§8",
-        "voice": "§9",
+        "search": "§9",
+        "voice": "§10",
     }
     for key, label in names.items():
         sec = s.get(key) or {}
@@ -103,6 +104,7 @@ def markdown(results: dict[str, Any]) -> str:
     out += _calls(s.get("calls") or {})
     out += _history(s.get("history") or {})
     out += _startup(s.get("startup") or {})
+    out += _search(s.get("search") or {})
     out += _voice(s.get("voice") or {})
     for key, sec in s.items():
         if isinstance(sec, dict) and "error" in sec:
@@ -346,6 +348,23 @@ def _startup(s: dict[str, Any]) -> list[str]:
         f"| + 50 installed plugins | {b['plugins']} | {b['tools']} | {_f(b['load_ms']['median'], 1)} | {_f(b['load_ms']['p95'], 1)} |",
         f"| added | | | **{_f(s['added_ms'], 1)}** ({_x(s['ratio'])}) | |",
     ]
+
+
+def _search(s: dict[str, Any]) -> list[str]:
+    if "queries" not in s:
+        return []
+    out = [
+        "",
+        "## §9 Knowledge-base search with hostile queries (demo KB, index built)",
+        "",
+        f"Each query {s['reps']} times through `search_kb`; tests/test_search.py checks the answers.",
+        "",
+        "| query | median ms | max ms |",
+        "|---|---|---|",
+    ]
+    for label, q in s["queries"].items():
+        out.append(f"| {label} | {_f(q['median'], 2)} | {_f(q['max'], 2)} |")
+    return out
 
 
 def chart(results: dict[str, Any], path: Path) -> Path | None:

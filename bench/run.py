@@ -33,7 +33,8 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "calls": ("calls", "§6 Concurrent calls in one process"),
     "history": ("history", "§7 History with 1,000,000 tasks"),
     "startup": ("startup", "§8 Plugin discovery with 50 plugins"),
-    "voice": ("voice", "§9 Voice pipeline: barge-in, acks, follow-ups"),
+    "search": ("search_queries", "§9 Knowledge-base search with hostile queries"),
+    "voice": ("voice", "§10 Voice pipeline: barge-in, acks, follow-ups"),
 }
 SECTION_TIMEOUT = 300  # seconds; a hung section is reported, and the rest still run
 

@@ -113,8 +113,8 @@ async def _followup_trial(call: Any, n: int) -> tuple[int, int]:
 async def run(quick: bool) -> dict[str, Any]:
     import voicekit
 
+    from frontdesk.agents.programs.simulate import Environment
     from frontdesk.core import host
-    from frontdesk.core.simulate import Environment
 
     barges = 6 if quick else 20
     acks = 10 if quick else 30

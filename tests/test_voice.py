@@ -14,11 +14,11 @@ import kit
 import pytest
 import voicekit
 
+from frontdesk.agents.programs.simulate import Environment
+from frontdesk.agents.runtime import HOLD_LINE
 from frontdesk.agents.testing.audio import overlap
 from frontdesk.agents.testing.caller import CallerScript, VoiceCall
 from frontdesk.core import host
-from frontdesk.core.session import HOLD_LINE
-from frontdesk.core.simulate import Environment
 
 STALE = "slow probe finished"
 

@@ -24,8 +24,8 @@ from typing import Any
 from livekit.agents import llm
 
 from frontdesk.agents.testing.audio import now
-from frontdesk.agents.testing.llm import WordsLLM
 from frontdesk.agents.testing.voice import CallerVoice, Utterance, VoicePipeline, voice_session
+from frontdesk.agents.testing.words import WordsLLM
 
 
 @dataclass
@@ -117,11 +117,11 @@ class VoiceCall:
         listeners: Any = (),
         **pipeline_options: Any,
     ) -> AsyncIterator[VoiceCall]:
-        from frontdesk.core.acks import AckCache
-        from frontdesk.core.brain import OfflineBrain
-        from frontdesk.core.session import start_call
+        from frontdesk.agents.acks import AckCache
+        from frontdesk.agents.brain import OfflineBrain
+        from frontdesk.agents.runtime import start_call
 
-        words = WordsLLM(fallback=fallback or OfflineBrain())
+        words = WordsLLM(fallback=fallback or OfflineBrain.for_registry(registry))
         pipeline = voice_session(words, **pipeline_options)
         cache = None
         if acks:

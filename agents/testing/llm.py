@@ -1,71 +1,57 @@
-"""``WordsLLM``: a scripted LLM for voice sessions, whose replies are keyed by the caller's words.
+"""``ScriptedLLM``: a real ``livekit.agents.llm.LLM`` whose replies come from a script.
 
-A voice ``AgentSession`` may ask the LLM twice for one turn (preemptive generation on the
-final transcript, then again when the turn is committed), so a script that pops replies in
-order would lose one. Here each caller utterance has its own list of replies; a request is
-answered by the reply for its place in that turn (the agent, by its tools, and what followed
-the caller's words so far), so asking twice gets the same reply twice.
+For our tests, ``frontdesk simulate`` and plugin authors' tests. Each reply is a dict::
 
-Requests that are not part of a scripted turn (a follow-up's ``generate_reply``, a turn with
-no script, or one whose replies are used up) go to ``fallback``.
+    {"say": "Connecting you.", "tools": [{"transfer_to_search": {}}], "delay": 0.5}
+
+``delay`` (seconds) holds the reply back, as a slow model would. ``tools`` entries are
+``{name: arguments}``; arguments may be a dict or a raw JSON string (so a
+test can send malformed JSON). When the script runs out, the ``fallback`` LLM answers (the
+offline brain by default), so a scenario only scripts what it cares about.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import uuid
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from livekit.agents import APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 
-from frontdesk.core.testing import Reply, _ScriptedStream
-
-Key = tuple[frozenset[str], str, tuple[str, ...]]
+Reply = dict[str, Any]
 
 
-def _normal(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-class WordsLLM(llm.LLM):
-    def __init__(self, *, fallback: llm.LLM | None = None, delay: float = 0.0) -> None:
+class ScriptedLLM(llm.LLM):
+    def __init__(
+        self, replies: Iterable[Reply] = (), *, fallback: llm.LLM | None = None, delay: float = 0.0
+    ) -> None:
         super().__init__()
+        self._replies: deque[Reply] = deque(replies)
         self._fallback = fallback
         self.delay = delay
-        self._scripts: dict[str, list[Reply]] = {}
-        self._used: dict[str, dict[Key, int]] = {}
         self.requests: list[llm.ChatContext] = []
-        self.answered: list[tuple[str, int]] = []  # (caller words, reply index) per request
 
     @property
     def model(self) -> str:
-        return "scripted-words"
+        return "scripted"
 
     @property
     def provider(self) -> str:
         return "frontdesk"
 
-    def script(self, words: str, replies: Iterable[Reply]) -> None:
-        """The replies to give, in order, in the turn that starts with the caller saying
-        ``words``."""
-        self._scripts[_normal(words)] = list(replies)
-        self._used[_normal(words)] = {}
+    def push(self, *replies: Reply) -> None:
+        self._replies.extend(replies)
 
-    def _key(self, chat_ctx: llm.ChatContext, tools: list[llm.Tool] | None) -> Key | None:
-        items = list(chat_ctx.items)
-        last_user = max(
-            (i for i, it in enumerate(items) if getattr(it, "role", None) == "user"), default=None
-        )
-        if last_user is None:
-            return None
-        words = _normal(items[last_user].text_content or "")
-        after = tuple(
-            it.type if it.type != "message" else f"message:{it.role}"
-            for it in items[last_user + 1 :]
-            if not (it.type == "message" and it.role == "assistant")
-        )
-        names = frozenset(getattr(t, "id", None) or getattr(t, "name", "") for t in tools or [])
-        return names, words, after
+    def clear(self) -> None:
+        self._replies.clear()
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies)
 
     def chat(
         self,
@@ -78,22 +64,11 @@ class WordsLLM(llm.LLM):
         extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
     ) -> llm.LLMStream:
         self.requests.append(chat_ctx.copy())
-        key = self._key(chat_ctx, tools)
-        reply: Reply | None = None
-        if key is not None and key[1] in self._scripts:
-            used, script = self._used[key[1]], self._scripts[key[1]]
-            index = used.setdefault(key, len(used))
-            if index < len(script):
-                reply = script[index]
-                self.answered.append((key[1], index))
-        if reply is None and self._fallback is not None:
+        if not self._replies and self._fallback is not None:
             return self._fallback.chat(chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+        reply = self._replies.popleft() if self._replies else {}
         return _ScriptedStream(
-            self,  # type: ignore[arg-type]
-            chat_ctx=chat_ctx,
-            tools=tools or [],
-            conn_options=conn_options,
-            reply=reply or {},
+            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, reply=reply
         )
 
     async def aclose(self) -> None:
@@ -102,4 +77,32 @@ class WordsLLM(llm.LLM):
         await super().aclose()
 
 
-__all__ = ["WordsLLM"]
+def reply_chunk(text: str | None, tools: list[tuple[str, Any]]) -> llm.ChatChunk:
+    calls = [
+        llm.FunctionToolCall(
+            name=name,
+            arguments=args if isinstance(args, str) else json.dumps(args or {}),
+            call_id=f"call_{uuid.uuid4().hex[:12]}",
+        )
+        for name, args in tools
+    ]
+    return llm.ChatChunk(
+        id=f"chunk_{uuid.uuid4().hex[:8]}",
+        delta=llm.ChoiceDelta(role="assistant", content=text or None, tool_calls=calls),
+    )
+
+
+class _ScriptedStream(llm.LLMStream):
+    def __init__(self, owner: ScriptedLLM, *, reply: Reply, **kwargs: Any) -> None:
+        super().__init__(owner, **kwargs)
+        self._reply = reply
+        self._delay = owner.delay
+
+    async def _run(self) -> None:
+        delay = self._reply.get("delay", self._delay)
+        if delay:
+            await asyncio.sleep(delay)
+        tools = [
+            (name, args) for entry in self._reply.get("tools", []) for name, args in entry.items()
+        ]
+        self._event_ch.send_nowait(reply_chunk(self._reply.get("say"), tools))
