@@ -239,7 +239,7 @@ def _voice(v: dict[str, Any]) -> list[str]:
 
     return [
         "",
-        "## §9 Voice pipeline (fake VAD/STT/TTS, real AgentSession, pausable output)",
+        "## §10 Voice pipeline (fake VAD/STT/TTS, real AgentSession, pausable output)",
         "",
         f"Minimum interruption duration {_f(v['min_interruption_ms'], 0)} ms.",
         "",

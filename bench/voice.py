@@ -1,4 +1,4 @@
-"""§9 The voice pipeline: barge-in, acks and follow-ups on a real voice AgentSession.
+"""§10 The voice pipeline: barge-in, acks and follow-ups on a real voice AgentSession.
 
 The call runs on the voice test harness (frontdesk.agents.testing: fake VAD and STT fed by a
 timed caller, a fake TTS, a pausable audio output) through ``start_call``, with the tools of
