@@ -192,3 +192,20 @@ async def test_thinking_sound_never_plays_under_an_ack_or_a_reply(env):
         assert typing, "the thinking sound should play while the work runs"
         assert overlap(typing, call.pipeline.output.intervals) == pytest.approx(0, abs=0.02)
         assert all(end <= ended["at"] for _, end in typing)
+
+
+async def test_barge_in_follows_the_sessions_minimum_words(env):
+    # min_interruption_words=3: two words are not a barge-in, however long they take to say
+    async with desk_call(env, min_interruption_words=3) as call:
+        await ask(call, "probe it", "probe", {"seconds": 3.0})
+        call.llm.script("um okay", [{"say": "Go on."}])
+        [short] = await call.play(CallerScript().say("um okay", 0.6, at=0.2))
+        await short.ended
+        assert not [e for e in call.task_events if e["status"] == "cancelled"]
+        call.llm.script("no stop the probe now", [{"say": "Stopped."}])
+        await call.idle()
+        await ask(call, "probe again", "probe", {"seconds": 3.0})
+        [real] = await call.play(CallerScript().say("no stop the probe now", 0.8, at=0.2))
+        await call.idle()
+        cancelled = [e for e in call.task_events if e["status"] == "cancelled"]
+        assert cancelled and real.at < cancelled[-1]["at"] < real.ends_at
