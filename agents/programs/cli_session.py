@@ -114,9 +114,15 @@ def _run(
             callers=callers,
             runner=runner,
             strict=strict,
-            voice=voice,
+            driver_class=_voice_driver() if voice else None,
         )
     )
+
+
+def _voice_driver() -> Any:
+    from frontdesk.agents.programs.simulate_voice import VoiceCallDriver
+
+    return VoiceCallDriver
 
 
 def _demo_search(demo_dir: Path) -> Any:

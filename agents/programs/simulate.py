@@ -363,16 +363,12 @@ async def simulate(
     callers: int = 1,
     runner: bool = True,
     strict: bool = False,
-    voice: bool = False,
+    driver_class: type[CallDriver] | None = None,
 ) -> list[str]:
     """Run every scenario (``callers`` copies each) concurrently; returns the failures.
-    With ``strict`` a user turn the offline brain had to answer is a failure too. ``voice``
-    plays them on voice sessions with timed speech (simulate_voice.py)."""
-    driver_class: type[CallDriver] = CallDriver
-    if voice:
-        from frontdesk.agents.programs.simulate_voice import VoiceCallDriver
-
-        driver_class = VoiceCallDriver
+    With ``strict`` a user turn the offline brain had to answer is a failure too.
+    ``driver_class`` plays each call (simulate_voice.VoiceCallDriver: on voice sessions)."""
+    driver_class = driver_class or CallDriver
     env = await Environment.open(settings, registry, runner=runner)
     try:
         drivers = []

@@ -117,7 +117,10 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     warm_task: asyncio.Task[int] | None = None
     if built.tts is not None:
         acks = AckCache(built.tts, cache_dir=default_cache_dir(settings))
-        phrases = [spec.ack for spec in registry.tools.values() if spec.ack]
+        from frontdesk.agents.runtime import HOLD_LINE
+
+        # The hold line too: it is said while a caller talks over critical work.
+        phrases = [*(spec.ack for spec in registry.tools.values() if spec.ack), HOLD_LINE]
         # Not awaited: the greeting must not wait on ack synthesis; the disk cache is shared,
         # so only the first call per voice on a machine pays for it.
         warm_task = asyncio.create_task(acks.warm(phrases), name="frontdesk.acks.warm")
