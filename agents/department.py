@@ -48,7 +48,15 @@ class DepartmentAgent(Agent):
             ),
             tools=tools,
             chat_ctx=chat_ctx,
+            # The session's VAD, watched: barge-in on running tools (agents/caller_speech.py).
+            **({"vad": runtime.heard_vad} if runtime.heard_vad is not None else {}),
         )
+
+    async def on_user_turn_completed(
+        self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
+    ) -> None:
+        # Talking over critical work: the answer waits for the work's result.
+        await self.runtime.before_answer()
 
     async def on_enter(self) -> None:
         self.runtime.entered(self)

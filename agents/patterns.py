@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("frontdesk.patterns")
 
 INTERRUPTED = "interrupted by caller"
+DISCARDED = "finished as the caller spoke over it; result discarded"
 STORE_DOWN = (
     "Sorry, I can't do that right now; our records system isn't answering. Let's try again shortly."
 )
@@ -209,51 +210,95 @@ async def run_tool(
         return spec.ack or "Okay, that's taken care of."
 
     if spec.pattern == "critical":
-        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
-            await asyncio.wait([work])
+        if run_ctx is not None:
+            runtime.critical_turns[row.id] = run_ctx.speech_handle
+        try:
+            async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
+                await asyncio.wait([work])
+        finally:
+            runtime.critical_turns.pop(row.id, None)
         return await finish(runtime, spec, row.id, work)
 
     # interruptible
-    if run_ctx is not None:
-        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
-            await run_ctx.speech_handle.wait_if_not_interrupted([work])
-        if run_ctx.speech_handle.interrupted and not work.done():
-            work.cancel()
-            with contextlib.suppress(BaseException):
-                await work  # let the tool's own cleanup (close a request, stop a query) run
-            runtime.untrack(row.id)
-            await _close(
-                runtime,
-                row.id,
-                "cancelled",
-                error=INTERRUPTED,
-                note=INTERRUPTED,
-                delivered_at=utcnow(),
-            )
-            return None  # no stale result reaches the LLM
-    else:
+    if run_ctx is None:
         await asyncio.wait([work])
+        return await finish(runtime, spec, row.id, work)
+    handle = run_ctx.speech_handle
+    async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
+        barged = await _until_done_or_barge_in(runtime, work, handle)
+    if barged or (handle.interrupted and not work.done()):
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work  # let the tool's own cleanup (close a request, stop a query) run
+        runtime.untrack(row.id)
+        note = INTERRUPTED if not work.done() or work.cancelled() else DISCARDED
+        await _close(
+            runtime, row.id, "cancelled", error=INTERRUPTED, note=note, delivered_at=utcnow()
+        )
+        if barged:
+            runtime.emit({"type": "barge_in", "task_id": row.id, "tool": spec.name})
+            # The turn is over: no reply with this tool's output (the caller's new turn is
+            # answered when LiveKit commits it), and no ack still queued.
+            with contextlib.suppress(RuntimeError):
+                handle.interrupt()
+        return None  # no stale result reaches the LLM
     return await finish(runtime, spec, row.id, work)
+
+
+async def _until_done_or_barge_in(runtime: Call, work: asyncio.Future[Any], handle: Any) -> bool:
+    """Wait for the work, an interruption of its turn, or the caller really starting to
+    speak (True). Work that ends while the caller is speaking is held until their speech
+    is judged: a barge-in discards it (True), a cough lets it through."""
+    speech = runtime.caller_speech
+    if speech is None:
+        await handle.wait_if_not_interrupted([work])
+        return False
+    barge = speech.barge_in()
+    either = asyncio.ensure_future(asyncio.wait([work, barge], return_when=asyncio.FIRST_COMPLETED))
+    try:
+        await handle.wait_if_not_interrupted([either])
+    finally:
+        either.cancel()
+        barge.cancel()
+    if handle.interrupted:
+        return False
+    if barge.done() and not barge.cancelled():
+        return True
+    return await speech.verdict()
 
 
 @contextlib.asynccontextmanager
 async def _ack(spec: ToolSpec, runtime: Call, run_ctx: RunContext | None) -> AsyncIterator[None]:
-    """Say the tool's ``ack`` if its work is still running after the threshold."""
-    if spec.ack and run_ctx is not None:
-        ack: str = spec.ack
-        source: Any = ack
-        if runtime.acks is not None:
-            acks = runtime.acks
+    """Say the tool's ``ack`` if its work is still running after the threshold. An ack that
+    has not started playing when the work ends is dropped: it never starts after the work."""
+    if not (spec.ack and run_ctx is not None):
+        yield
+        return
+    ack: str = spec.ack
+    made: list[Any] = []
 
-            def source(step: int) -> Any:
-                # Cached audio plays at once; an uncached phrase is synthesized as usual.
-                clip = acks.cached(ack)
-                return runtime.session.say(ack, audio=acks.frames(clip)) if clip else ack
+    def source(step: int) -> Any:
+        # Cached audio plays at once; an uncached phrase is synthesized as usual.
+        clip = runtime.acks.cached(ack) if runtime.acks is not None else None
+        audio = runtime.acks.frames(clip) if clip is not None else None
+        handle = runtime.session.say(ack, audio=audio) if audio is not None else None
+        handle = handle or runtime.session.say(ack)
+        made.append(handle)
+        return handle
 
+    try:
         async with run_ctx.with_filler(source, delay=runtime.settings.ack_after_seconds):
             yield
-    else:
-        yield
+    finally:
+        for handle in made:
+            if not handle.done() and not _playing(runtime, handle):
+                with contextlib.suppress(RuntimeError):
+                    handle.interrupt()
+
+
+def _playing(runtime: Call, handle: Any) -> bool:
+    session = runtime.session
+    return session.current_speech is handle and session.agent_state == "speaking"
 
 
 async def finish(runtime: Call, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]) -> Any:

@@ -35,26 +35,44 @@ class Progress:
 
     @contextlib.asynccontextmanager
     async def working(self) -> AsyncIterator[None]:
-        """Play the thinking sound if the body outlasts FRONTDESK_THINKING_AFTER_SECONDS."""
+        """Play the thinking sound if the body outlasts FRONTDESK_THINKING_AFTER_SECONDS, but
+        never under the agent's own speech (an ack, a reply): it stops while the agent
+        speaks, comes back when it stops, and ends with the body."""
         if self.audio is None:
             yield
             return
+        session = self.runtime.session
         handle: Any = None
+        due = False
+
+        def update(*_: Any) -> None:
+            nonlocal handle
+            speaking = getattr(session, "agent_state", None) == "speaking"
+            if handle is not None and speaking:
+                handle.stop()
+                handle = None
+            elif handle is None and due and not speaking:
+                try:
+                    handle = self.audio.play(thinking_clip(), loop=True)
+                except Exception:
+                    log.exception("thinking sound failed")
 
         def start() -> None:
-            nonlocal handle
-            try:
-                handle = self.audio.play(thinking_clip(), loop=True)
-            except Exception:
-                log.exception("thinking sound failed")
+            nonlocal due
+            due = True
+            update()
 
         timer = asyncio.get_running_loop().call_later(
             self.runtime.settings.thinking_after_seconds, start
         )
+        session.on("agent_state_changed", update)
         try:
             yield
         finally:
             timer.cancel()
+            due = False
+            with contextlib.suppress(Exception):
+                session.off("agent_state_changed", update)
             if handle is not None:
                 handle.stop()
 

@@ -12,14 +12,16 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, llm
 
+from frontdesk.agents.caller_speech import CallerSpeech
 from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.followups import FollowupWatcher, followup_instructions
 from frontdesk.agents.handoff import carried_context, extract_facts
+from frontdesk.agents.heard_vad import HeardVAD
 from frontdesk.agents.progress import Progress
 from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
@@ -29,6 +31,9 @@ from frontdesk.core.tools import ToolSpec
 from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.session")
+
+# Said when the caller speaks over critical work; their words are answered after its result.
+HOLD_LINE = "One moment, I'm just finishing that."
 
 
 @contextlib.contextmanager
@@ -82,6 +87,11 @@ class CallRuntime:
         self._loops: list[asyncio.Task[None]] = []
         self._critical_locks: dict[str, asyncio.Lock] = {}
         self._closed = False
+        # The caller's voice (voice sessions): barge-in on interruptible work, and follow-ups
+        # wait for a quiet caller. Set at start; a text session's caller is always quiet.
+        self.caller_speech: CallerSpeech | None = None
+        self.heard_vad: HeardVAD | None = None  # department agents' VAD, when the session has one
+        self.critical_turns: dict[int, Any] = {}  # task id -> the speech handle of its turn
 
     # -- departments and handoffs -----------------------------------------------------------
 
@@ -133,6 +143,9 @@ class CallRuntime:
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
         self.guard = self._failure_guard()
+        self.caller_speech = CallerSpeech(self.session)
+        if self.session.vad is not None:
+            self.heard_vad = HeardVAD(self.session.vad, self.caller_speech.on_vad)
         await self.session.start(self.make_agent(TRIAGE), **start_options)
         self._loops = [
             asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat"),
@@ -207,6 +220,8 @@ class CallRuntime:
         self.inflight.clear()
         for loop in self._loops:
             loop.cancel()
+        if self.caller_speech is not None:
+            self.caller_speech.close()
         with _best_effort("recording the end of the call"):
             await self.store.call_ended(self.session_id)
         self.emit({"type": "session_end", "caller": self.caller, "session_id": self.session_id})
@@ -262,11 +277,40 @@ class CallRuntime:
     # -- follow-ups ----------------------------------------------------------------------------
 
     def is_idle(self) -> bool:
+        """Nothing said or queued, no reply being thought of, and the caller neither speaking
+        nor waiting for an answer to words not yet committed as a turn."""
         return (
             not self._closed
             and self.session.current_speech is None
             and self.session.agent_state in ("listening", "idle")
+            and (self.caller_speech is None or self.caller_speech.quiet)
         )
+
+    async def before_answer(self) -> None:
+        """The caller's turn is about to be answered. If critical work is running, they hear
+        a short hold line, and their words are answered after the work's result has been
+        spoken in full (DESIGN.md, "The four patterns"; docs/patterns.md)."""
+        running = [
+            (task_id, spec, work)
+            for task_id, (spec, work) in self.inflight.items()
+            if spec.pattern == "critical" and not work.done()
+        ]
+        if not running:
+            return
+        self.emit({"type": "hold", "tasks": [t for t, _, _ in running]})
+        with _best_effort("saying the hold line"):
+            line = HOLD_LINE
+            clip = self.acks.cached(line) if self.acks is not None else None
+            if clip is not None:
+                self.session.say(line, audio=self.acks.frames(clip), allow_interruptions=False)
+            else:
+                self.session.say(line, allow_interruptions=False)
+        handles = [self.critical_turns.get(t) for t, _, _ in running]
+        await asyncio.wait([w for _, _, w in running])
+        for handle in handles:
+            if handle is not None:
+                with _best_effort("waiting for the result to be spoken"):
+                    await handle.wait_for_playout()
 
     async def deliver(self, task: Task) -> bool:
         """Speak one finished task; mark it delivered only if the speech was not interrupted."""
@@ -328,12 +372,25 @@ class CallRuntime:
 
 
 async def start_call(
-    session: AgentSession, *, room: Any = None, room_options: Any = None, **runtime: Any
+    session: AgentSession,
+    *,
+    room: Any = None,
+    room_options: Any = None,
+    listeners: Iterable[Callable[[dict[str, Any]], None]] = (),
+    **runtime: Any,
 ) -> CallRuntime:
-    """Wire a session for one caller (``runtime`` is ``CallRuntime``'s keywords: store,
-    registry, settings, caller, session_id, watcher, acks, audio) and start it on the triage
-    desk, bound to ``room`` and the participant in ``room_options`` for a LiveKit call."""
+    """Run the concierge on ``session``: the one entry point the worker, the console,
+    ``frontdesk simulate`` and the voice test harness share (docs/plugins.md, "Testing").
+
+    ``session`` is any ``AgentSession``: text-only, or voice with the STT, TTS, VAD and turn
+    detection of your choice. ``runtime`` is ``CallRuntime``'s keywords: store, registry,
+    settings, caller, and optionally session_id, watcher (follow-ups), acks (an ``AckCache``
+    on the session's TTS) and audio (a started ``BackgroundAudioPlayer`` for the thinking
+    sound). ``listeners`` receive the call's transcript events from the first one on. For a
+    LiveKit call, ``room`` and ``room_options`` bind the session to the room's participant.
+    Returns the started runtime; end the call with ``await runtime.shutdown(reason)``."""
     call = CallRuntime(session, **runtime)
+    call.listeners.extend(listeners)
     options = {k: v for k, v in (("room", room), ("room_options", room_options)) if v is not None}
     await call.start(**options)
     return call

@@ -83,6 +83,7 @@ def markdown(results: dict[str, Any]) -> str:
         "history": "§7",
         "startup": "§8",
         "search": "§9",
+        "voice": "§10",
     }
     for key, label in names.items():
         sec = s.get(key) or {}
@@ -104,6 +105,7 @@ def markdown(results: dict[str, Any]) -> str:
     out += _history(s.get("history") or {})
     out += _startup(s.get("startup") or {})
     out += _search(s.get("search") or {})
+    out += _voice(s.get("voice") or {})
     for key, sec in s.items():
         if isinstance(sec, dict) and "error" in sec:
             out += ["", f"### {key} failed", "", "```", str(sec.get("stderr", ""))[-2000:], "```"]
@@ -222,6 +224,34 @@ def _delivery(d: dict[str, Any]) -> list[str]:
         f"({_x(idle['ratio_watching_vs_unwatched'])}); the watch costs "
         f"**{_f(idle['watch_percent_of_core_per_call'], 3)}% of a core per call**, the whole idle "
         f"call process {_f(idle['process_percent_of_core_per_call'], 3)}% per call.",
+    ]
+
+
+def _voice(v: dict[str, Any]) -> list[str]:
+    if "barge_in_ms" not in v:
+        return []
+
+    def row(name: str, d: dict[str, Any]) -> str:
+        return (
+            f"| {name} | {_f(d.get('median'))} | {_f(d.get('p99'))} | {_f(d.get('max'))} | "
+            f"{d.get('n', 0)} |"
+        )
+
+    return [
+        "",
+        "## §10 Voice pipeline (fake VAD/STT/TTS, real AgentSession, pausable output)",
+        "",
+        f"Minimum interruption duration {_f(v['min_interruption_ms'], 0)} ms.",
+        "",
+        "| measure | median ms | p99 ms | max ms | n |",
+        "|---|---|---|---|---|",
+        row("caller starts speaking → interruptible row committed `cancelled`", v["barge_in_ms"]),
+        row("`runtime.interrupt()` → row committed `cancelled`", v["interrupt_api_ms"]),
+        row("ack `say` → first audio frame, cached clip", v["ack_cached_ms"]),
+        row("ack `say` → first audio frame, TTS (fake, 0 ms TTFB)", v["ack_uncached_ms"]),
+        "",
+        f"Follow-ups delivered while the caller talked: {v['deliveries']}; syntheses per "
+        f"delivery {v['syntheses_per_delivery']}; offers {v['followup_offers']}.",
     ]
 
 

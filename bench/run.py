@@ -34,6 +34,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "history": ("history", "§7 History with 1,000,000 tasks"),
     "startup": ("startup", "§8 Plugin discovery with 50 plugins"),
     "search": ("search_queries", "§9 Knowledge-base search with hostile queries"),
+    "voice": ("voice", "§10 Voice pipeline: barge-in, acks, follow-ups"),
 }
 SECTION_TIMEOUT = 300  # seconds; a hung section is reported, and the rest still run
 

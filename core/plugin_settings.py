@@ -35,8 +35,11 @@ def build(plugin: str, cls: type[BaseSettings], profile: Profile) -> BaseSetting
             raise ValueError(f"{profile.key('plugins', plugin, key)}: unknown key")
         # A relative path in the profile means relative to the profile, wherever frontdesk runs
         # from; one from the environment stays relative to the working directory.
-        if profile.source and isinstance(value, str) and value and _is_path(
-            cls.model_fields[key].annotation
+        if (
+            profile.source
+            and isinstance(value, str)
+            and value
+            and _is_path(cls.model_fields[key].annotation)
         ):
             if not Path(value).is_absolute():
                 table[key] = str(Path(profile.source).resolve().parent / value)

@@ -55,9 +55,15 @@ def simulate(
     strict: bool = typer.Option(
         False, "--strict", help="Fail a turn the offline brain answers (its script ran out)."
     ),
+    voice: bool = typer.Option(
+        False,
+        "--voice",
+        help="Voice sessions with timed speech (fake VAD/STT/TTS); barge-in is speech.",
+    ),
 ) -> None:
-    """Run scripted calls on real text-mode sessions (docs/scenarios.md); exit 1 if an expect
-    fails, the LLM calls an unknown tool, or (--strict) the offline brain answers a turn."""
+    """Run scripted calls on real sessions, text or (--voice) voice with timed speech
+    (docs/scenarios.md); exit 1 if an expect fails, the LLM calls an unknown tool, or
+    (--strict) the offline brain answers a turn."""
     from frontdesk.agents.programs.scenario import load_scenario
     from frontdesk.core.errors import FrontdeskError
 
@@ -66,7 +72,9 @@ def simulate(
         loaded = [load_scenario(p) for p in scenarios]
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
-    failures = _run(loaded, settings, as_json, callers, runner=not no_runner, strict=strict)
+    failures = _run(
+        loaded, settings, as_json, callers, runner=not no_runner, strict=strict, voice=voice
+    )
     if failures:
         for f in failures:
             typer.echo(f"FAILED {f}", err=True)
@@ -80,6 +88,7 @@ def _run(
     callers: int,
     runner: bool = True,
     strict: bool = False,
+    voice: bool = False,
 ) -> list[str]:
     _quiet_logs()
     from frontdesk.agents.programs.render import transcript_line
@@ -97,8 +106,23 @@ def _run(
             transcript_line(event)
 
     return run_async(
-        run_sim(loaded, settings, registry, emit, callers=callers, runner=runner, strict=strict)
+        run_sim(
+            loaded,
+            settings,
+            registry,
+            emit,
+            callers=callers,
+            runner=runner,
+            strict=strict,
+            driver_class=_voice_driver() if voice else None,
+        )
     )
+
+
+def _voice_driver() -> Any:
+    from frontdesk.agents.programs.simulate_voice import VoiceCallDriver
+
+    return VoiceCallDriver
 
 
 def _demo_search(demo_dir: Path) -> Any:

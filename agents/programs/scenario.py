@@ -23,6 +23,10 @@ class Step:
     kind: str
     value: Any
     llm: list[dict[str, Any]] = field(default_factory=list)
+    # user steps: how long the words take to say (voice mode), and, for talking over the
+    # agent, how many seconds after the previous caller turn was taken they start
+    seconds: float | None = None
+    after: float | None = None
 
     @property
     def label(self) -> str:
@@ -82,6 +86,17 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
     value = raw[kind]
     step = Step(index=index, kind=kind, value=value)
     if kind == "user":
+        if isinstance(value, dict):
+            unknown = set(value) - {"say", "for", "after"}
+            if unknown or not isinstance(value.get("say"), str):
+                raise bad("'user' takes the caller's words, or {say: WORDS, for: S, after: S}")
+            for key in ("for", "after"):
+                v = value.get(key)
+                if v is not None and (not isinstance(v, int | float) or v < 0):
+                    raise bad(f"'user' {key} must be a number of seconds")
+            step.seconds = float(value["for"]) if value.get("for") is not None else None
+            step.after = float(value["after"]) if value.get("after") is not None else None
+            value = step.value = value["say"]
         if not isinstance(value, str):
             raise bad("'user' must be the caller's words, a string")
         replies = raw.get("llm") or []

@@ -22,7 +22,7 @@ from livekit.agents import AgentSession, llm
 from frontdesk.agents.brain import OfflineBrain
 from frontdesk.agents.followups import FollowupWatcher
 from frontdesk.agents.programs.scenario import Scenario, Step
-from frontdesk.agents.runtime import CallRuntime
+from frontdesk.agents.runtime import CallRuntime, start_call
 from frontdesk.agents.testing import ScriptedLLM
 from frontdesk.core.host import Registry
 from frontdesk.core.recording import mask_secrets
@@ -218,7 +218,7 @@ class CallDriver:
         self.llm = ScriptedLLM(fallback=fallback)
         options = {"conn_options": built.session_kwargs()["conn_options"]} if built else {}
         self.session = AgentSession(llm=self.llm, **options)
-        runtime = CallRuntime(
+        self.runtime = await start_call(
             self.session,
             store=self.env.store,
             registry=self.env.registry,
@@ -226,10 +226,8 @@ class CallDriver:
             caller=self.caller,
             watcher=self.env.watcher,
             providers=built,
+            listeners=[self.emit],
         )
-        runtime.listeners.append(self.emit)
-        self.runtime = runtime
-        await runtime.start()
         await self.settle()
 
     async def hangup(self) -> None:
@@ -262,7 +260,11 @@ class CallDriver:
 
     async def play(self, step: Step, following: Step | None) -> None:
         assert self.session is not None or step.kind in ("reconnect", "expect", "wait")
-        if step.kind == "user":
+        if step.kind == "user" and step.after is not None:
+            # talking over the agent: in text mode, an interruption, then the words
+            await self.play(Step(step.index, "interrupt", {"after": step.after}), None)
+            await self.play(Step(step.index, "user", step.value, llm=step.llm), following)
+        elif step.kind == "user":
             await self.settle()
             assert self.llm is not None and self.session is not None
             self.llm.clear()
@@ -280,7 +282,11 @@ class CallDriver:
                     self.in_turn = False
 
             self.turn = asyncio.create_task(turn())
-            if following is None or following.kind != "interrupt":
+            talked_over = following is not None and (
+                following.kind == "interrupt"
+                or (following.kind == "user" and following.after is not None)
+            )
+            if not talked_over:
                 await self._finish_turn()
         elif step.kind == "interrupt":
             await asyncio.sleep(
@@ -364,9 +370,12 @@ async def simulate(
     callers: int = 1,
     runner: bool = True,
     strict: bool = False,
+    driver_class: type[CallDriver] | None = None,
 ) -> list[str]:
     """Run every scenario (``callers`` copies each) concurrently; returns the failures.
-    With ``strict`` a user turn the offline brain had to answer is a failure too."""
+    With ``strict`` a user turn the offline brain had to answer is a failure too.
+    ``driver_class`` plays each call (simulate_voice.VoiceCallDriver: on voice sessions)."""
+    driver_class = driver_class or CallDriver
     env = await Environment.open(settings, registry, runner=runner)
     try:
         drivers = []
@@ -380,7 +389,7 @@ async def simulate(
                 while caller in taken:
                     caller, k = f"{base}~{k}", k + 1
                 taken.add(caller)
-                drivers.append(CallDriver(env, scenario, caller, emit, strict=strict))
+                drivers.append(driver_class(env, scenario, caller, emit, strict=strict))
         results = await asyncio.gather(*(d.run() for d in drivers))
         return [r for r in results if r]
     finally:

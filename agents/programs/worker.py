@@ -121,8 +121,11 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
         from frontdesk.agents.provider_failures import PHRASES
 
         acks = AckCache(built.tts, cache_dir=default_cache_dir(settings))
-        # The apology and goodbye too: they must play when the TTS is what fails.
-        phrases = [*PHRASES, *(spec.ack for spec in registry.tools.values() if spec.ack)]
+        from frontdesk.agents.runtime import HOLD_LINE
+
+        # The apology and goodbye too (they must play when the TTS is what fails), and the hold
+        # line said while a caller talks over critical work.
+        phrases = [*PHRASES, *(spec.ack for spec in registry.tools.values() if spec.ack), HOLD_LINE]
         # Not awaited: the greeting must not wait on ack synthesis; the disk cache is shared,
         # so only the first call per voice on a machine pays for it.
         warm_task = asyncio.create_task(acks.warm(phrases), name="frontdesk.acks.warm")

@@ -1,0 +1,211 @@
+"""The patterns on a real voice AgentSession (fake VAD/STT/TTS with timed speech, a pausable
+audio output), where the caller interrupts only by speaking: issue 13's six cases.
+
+Durations are fractions of the issue's (the behaviour is the same). The session's minimum
+interruption duration is 0.3 s; the caller's speech is longer than that unless it is a cough.
+Assertions are about order (what happened before what) and what was heard, never speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import kit
+import pytest
+import voicekit
+
+from frontdesk.agents.programs.simulate import Environment
+from frontdesk.agents.runtime import HOLD_LINE
+from frontdesk.agents.testing.audio import overlap
+from frontdesk.agents.testing.caller import CallerScript, VoiceCall
+from frontdesk.core import host
+
+STALE = "slow probe finished"
+
+
+@pytest.fixture
+def voice_settings(settings):
+    return settings.model_copy(update={"ack_after_seconds": 0.3, "thinking_after_seconds": 0.4})
+
+
+@pytest.fixture
+async def env(voice_settings):
+    voicekit.calls.clear()
+    voicekit.finished.clear()
+    voicekit.cleanups.clear()
+    registry = host.load(voice_settings, extra=[("kit", kit), ("voicekit", voicekit)])
+    environment = await Environment.open(voice_settings, registry)
+    yield environment
+    await environment.close()
+
+
+@contextlib.asynccontextmanager
+async def desk_call(env, caller="vic", **options):
+    async with VoiceCall.open(
+        store=env.store,
+        registry=env.registry,
+        settings=env.settings,
+        caller=caller,
+        watcher=env.watcher,
+        **options,
+    ) as call:
+        call.watch_store(env.runner_store)
+        call.llm.script("desk please", [{"tools": [{"transfer_to_desk": {}}]}, {"say": "Desk."}])
+        await call.play(CallerScript().say("desk please", 0.3))
+        await call.idle()
+        yield call
+
+
+async def ask(call, words, tool, args, then="STALE: here it is."):
+    """The caller asks for a tool; returns once its work is running."""
+    call.llm.script(words, [{"tools": [{tool: args}]}, {"say": then}])
+    await call.play(CallerScript().say(words, 0.3))
+    await call.until(lambda: call.runtime.inflight)
+
+
+def row_event(call, tool, status):
+    return next(e for e in call.task_events if e["tool"] == tool and e["status"] == status)
+
+
+def stale_anywhere(call):
+    heard = " ".join(call.pipeline.output.heard_texts())
+    asked = " ".join(str(m) for ctx in call.llm.requests for m in ctx.items)
+    synthesized = " ".join(call.pipeline.tts.texts())
+    return [
+        where
+        for where, text in (("heard", heard), ("llm", asked), ("tts", synthesized))
+        if STALE in text or "STALE" in text
+    ]
+
+
+async def test_caller_speaking_briefly_cancels_interruptible_work_at_once(env):
+    async with desk_call(env) as call:
+        await ask(call, "probe it", "probe", {"seconds": 2.0})
+        call.llm.script("wait no I meant neon", [{"say": "Sure, neon it is."}])
+        [barge] = await call.play(CallerScript().say("wait no I meant neon", 0.6, at=0.3))
+        await call.idle()
+        cancelled = row_event(call, "probe", "cancelled")
+        user_turn = next(e for e in call.of("user") if "neon" in e["text"])
+        # cancelled while the caller was still speaking, not at their turn's commit
+        assert barge.at < cancelled["at"] < barge.ends_at < user_turn["at"]
+        [row] = await env.store.list(caller="vic", tool="probe")
+        assert row.status == "cancelled" and row.error == "interrupted by caller"
+        assert voicekit.cleanups == [f"probe:{row.id}"] and not voicekit.finished
+        assert stale_anywhere(call) == []
+        answer = next(h for h in call.pipeline.output.heard() if h.text == "Sure, neon it is.")
+        assert answer.complete and answer.started_at > cancelled["at"]
+
+
+async def test_caller_speaking_through_the_work_gets_no_stale_result(env):
+    async with desk_call(env) as call:
+        await ask(call, "probe it", "probe", {"seconds": 1.0})
+        call.llm.script("and another thing entirely", [{"say": "Tell me more."}])
+        await call.play(CallerScript().say("and another thing entirely", 1.2, at=0.3))
+        await call.idle()
+        [row] = await env.store.list(caller="vic", tool="probe")
+        assert row.status == "cancelled" and row.result is None
+        assert stale_anywhere(call) == []
+        assert "Tell me more." in call.pipeline.output.heard_texts()
+
+
+async def test_long_work_cancelled_when_caller_starts_and_the_thinking_sound_stops(env):
+    async with desk_call(env) as call:
+        await ask(call, "probe it", "probe", {"seconds": 4.0})
+        await call.until(lambda: call.pipeline.background.playing)  # typing while it works
+        call.llm.script("stop that", [{"say": "Stopped."}])
+        [barge] = await call.play(CallerScript().say("stop that", 0.6))
+        await call.idle()
+        cancelled = row_event(call, "probe", "cancelled")
+        user_turn = next(e for e in call.of("user") if "stop" in e["text"])
+        assert barge.at < cancelled["at"] < barge.ends_at < user_turn["at"]
+        assert not call.pipeline.background.playing
+        assert all(end <= cancelled["at"] for _, end in call.pipeline.background.intervals)
+
+
+async def test_a_cough_does_not_cancel_interruptible_work(env):
+    # speech shorter than the session's minimum interruption duration, with no words
+    async with desk_call(env) as call:
+        await ask(call, "probe it", "probe", {"seconds": 1.0}, then="The probe is done.")
+        await call.play(CallerScript().say("", 0.15, at=0.3))
+        await call.idle()
+        [row] = await env.store.list(caller="vic", tool="probe")
+        assert row.status == "succeeded"
+        assert "The probe is done." in call.pipeline.output.heard_texts()
+
+
+async def test_followup_waits_for_the_caller_and_is_synthesized_once(env):
+    async with desk_call(env) as call:
+        call.llm.script(
+            "start the survey",
+            [{"tools": [{"survey": {"seconds": 0.4}}]}, {"say": "Started it."}],
+        )
+        await call.play(CallerScript().say("start the survey", 0.3))
+        await call.until(lambda: "Started it." in call.pipeline.output.heard_texts())
+        call.llm.script("while that runs let me tell you about my trip", [{"say": "Lovely."}])
+        [talk] = await call.play(
+            CallerScript().say("while that runs let me tell you about my trip", 1.5)
+        )
+        await call.idle()
+        await call.until(lambda: any(e["status"] == "succeeded" for e in call.task_events))
+        await call.idle()
+        [job] = await env.store.list(caller="vic", tool="survey")
+        assert job.status == "succeeded" and job.delivered_at is not None
+        done = row_event(call, "survey", "succeeded")
+        assert talk.at < done["at"] < talk.ends_at  # it finished while the caller talked
+        assert len([e for e in call.of("followup") if e["task_id"] == job.id]) == 1
+        after = [s for s in call.pipeline.tts.syntheses if s.at > done["at"]]
+        followups = [s for s in after if s.text != "Lovely."]
+        assert len(followups) == 1, [s.text for s in after]
+        [heard] = [h for h in call.pipeline.output.heard() if h.id == followups[0].id]
+        assert heard.complete and heard.started_at > talk.ends_at
+        delivered = next(e for e in call.task_events if (e["note"] or "").startswith("delivered"))
+        assert delivered["at"] >= heard.ended_at
+
+
+async def test_talking_over_critical_work_hears_the_result_then_an_answer(env):
+    async with desk_call(env) as call:
+        await ask(call, "save my booking", "save", {"what": "booking", "seconds": 1.5}, "Saved.")
+        call.llm.script("is it done yet", [{"say": "Yes, all done."}])
+        await call.play(CallerScript().say("is it done yet", 0.6, at=0.4))
+        await call.idle()
+        ended = row_event(call, "save", "succeeded")
+        heard = call.pipeline.output.heard()
+        acks = [h for h in heard if h.text == "Saving that now, one moment."]
+        assert all(h.started_at < ended["at"] for h in acks)  # never an ack after the work
+        [hold] = [h for h in heard if h.text == HOLD_LINE]
+        [result] = [h for h in heard if h.text == "Saved."]
+        [answer] = [h for h in heard if h.text == "Yes, all done."]
+        assert result.complete and answer.complete
+        assert hold.started_at < result.started_at and result.ended_at <= answer.started_at
+        assert voicekit.calls["save"] == 1 and voicekit.finished["save"] == 1
+        assert [r.status for r in await env.store.list(caller="vic", tool="save")] == ["succeeded"]
+
+
+async def test_thinking_sound_never_plays_under_an_ack_or_a_reply(env):
+    async with desk_call(env) as call:
+        await ask(call, "probe it", "probe", {"seconds": 1.5}, then="The probe is done.")
+        await call.idle()
+        ended = row_event(call, "probe", "succeeded")
+        heard = call.pipeline.output.heard_texts()
+        assert "Let me look that up for you." in heard and "The probe is done." in heard
+        typing = call.pipeline.background.intervals
+        assert typing, "the thinking sound should play while the work runs"
+        assert overlap(typing, call.pipeline.output.intervals) == pytest.approx(0, abs=0.02)
+        assert all(end <= ended["at"] for _, end in typing)
+
+
+async def test_barge_in_follows_the_sessions_minimum_words(env):
+    # min_interruption_words=3: two words are not a barge-in, however long they take to say
+    async with desk_call(env, min_interruption_words=3) as call:
+        await ask(call, "probe it", "probe", {"seconds": 3.0})
+        call.llm.script("um okay", [{"say": "Go on."}])
+        [short] = await call.play(CallerScript().say("um okay", 0.6, at=0.2))
+        await short.ended
+        assert not [e for e in call.task_events if e["status"] == "cancelled"]
+        call.llm.script("no stop the probe now", [{"say": "Stopped."}])
+        await call.idle()
+        await ask(call, "probe again", "probe", {"seconds": 3.0})
+        [real] = await call.play(CallerScript().say("no stop the probe now", 0.8, at=0.2))
+        await call.idle()
+        cancelled = [e for e in call.task_events if e["status"] == "cancelled"]
+        assert cancelled and real.at < cancelled[-1]["at"] < real.ends_at
