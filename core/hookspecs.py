@@ -85,3 +85,23 @@ def on_task_event(event: Any) -> None:
     background: it may be sync or async, its return value is ignored, and if it raises or
     hangs past ``FRONTDESK_HOOK_TIMEOUT_SECONDS`` the error is logged and the call goes on.
     """
+
+
+@hookspec
+def doctor_checks(config: Any, hook: Any) -> list[tuple[str, str]]:
+    """Say what your plugin needs in order to work, for ``frontdesk doctor``.
+
+    Called by ``frontdesk doctor`` (once, after plugins load) with ``config``, the plugin's own
+    settings instance from ``register_settings`` (None if it declares none or its values are
+    invalid), and ``hook``, the plugin manager's hook relay (as tools get it in ``ctx.hook``),
+    to ask whether another plugin answers a hook of yours. Take only the arguments you need.
+    Return a list of ``(status, message)`` pairs, status ``"ok"`` | ``"info"`` | ``"warn"`` |
+    ``"error"``, about what the plugin needs (a missing service URL, a sandbox in use, demo
+    data configured); an empty list (or None) says nothing. Doctor shows each pair in its
+    plugins section as ``[status] <plugin>: message``, and an ``"error"`` makes it exit 1. Keep
+    it quick and local: check settings and files, do not call out to services. It may be sync
+    or async. Each plugin's implementation runs on its own under
+    ``FRONTDESK_HOOK_TIMEOUT_SECONDS``: one that raises, hangs or returns anything but a list
+    of such pairs is shown as an ``"error"`` row for that plugin, and doctor goes on. Never put
+    a secret in a message.
+    """

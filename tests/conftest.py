@@ -21,6 +21,15 @@ from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# -- hypothesis profiles (issue 16, item 21; added by the CLI helper) ---------------------------
+# "ci" is derandomized: the same examples on every run, so a CI failure reproduces. .ci/run sets
+# HYPOTHESIS_PROFILE=ci; a developer's run keeps hypothesis' random search.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# -- end of hypothesis profiles ------------------------------------------------------------------
 DEMO = ROOT / "examples" / "demo"  # the demo business: profile, knowledge base, invoices
 
 

@@ -5,12 +5,15 @@ call goes on, and nothing is lost. (Plugin hooks that hang: tests/test_plugins.p
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
 import pytest
+from pydantic import Field
 
 from frontdesk.agents.patterns import STORE_DOWN
 from frontdesk.agents.programs.scenario import parse_scenario
 from frontdesk.agents.programs.simulate import CallDriver, Environment, simulate
+from frontdesk.core import ToolError, tool
 from frontdesk.db.models import FINISHED
 from frontdesk.db.store import TaskStore
 
@@ -44,7 +47,9 @@ async def test_malformed_tool_json_and_unknown_tools_leave_the_call_going(
     ]
     scenario = parse_scenario({"caller": "ada", "steps": steps})
     failures = await simulate([scenario], settings, registry, transcript.append, runner=False)
-    assert failures == []
+    # The call goes on, but a scripted LLM calling a tool nobody has fails the scenario.
+    assert failures == ["scenario: step 4 (user): the LLM called unknown tool 'cast_a_spell'"]
+    assert [e["message"] for e in transcript.of("problem")] == failures
     assert not transcript.of("error")
     said = [text for _, text in transcript.said()]
     assert said[-1] == "You're welcome." and "Found." in said
@@ -53,7 +58,9 @@ async def test_malformed_tool_json_and_unknown_tools_leave_the_call_going(
     # LiveKit repairs a truncated object, refuses a non-object and names an unknown tool to the
     # LLM; arguments that parse but do not fit the schema get our own short sentence.
     assert any("Unknown function: cast_a_spell" in e["output"] for e in errors)
-    assert any(e["output"] == "I need a valid query for lookup." for e in errors)
+    # ...spoken as a sentence that never names the tool.
+    assert any(e["output"] == "I need the query." for e in errors), [e["output"] for e in errors]
+    assert not any("lookup" in e["output"] for e in errors if e["name"] == "lookup")
     for e in errors:
         assert "Traceback" not in e["output"] and len(e["output"]) < 1000
     rows = await store.list(caller="ada", limit=None)
@@ -189,3 +196,37 @@ async def test_results_json_cannot_hold_are_stored_as_null(store, registry, sett
     assert answer == '{"mean": null, "max": null, "n": 0}'
     [row] = await store.list(caller="eve")
     assert row.status == "succeeded" and row.result == {"mean": None, "max": None, "n": 0}
+
+
+@tool(pattern="critical")
+async def pay_invoice(
+    ctx,
+    invoice_id: str,
+    amount: float,
+    confirmed: Annotated[bool, Field(description="Whether you confirm the payment.")] = False,
+    urgent: bool = False,
+    approved: bool = False,
+) -> str:
+    """Pay an invoice."""
+    return "paid"
+
+
+def test_invalid_argument_sentences_are_speakable_and_never_name_the_tool():
+    def sentence(raw) -> str:
+        with pytest.raises(ToolError) as caught:
+            pay_invoice.validate(raw)
+        return str(caught.value)
+
+    ok = {"invoice_id": "INV-1", "amount": 5}
+    assert (
+        sentence({**ok, "confirmed": "maybe"}) == "I need to know whether you confirm the payment."
+    )
+    assert sentence({"amount": 5}) == "I need the invoice id."
+    assert sentence({**ok, "amount": "lots"}) == "I need a valid amount."
+    assert sentence({**ok, "approved": "hmm"}) == "I need to know whether it's approved."
+    assert sentence({**ok, "urgent": "hmm"}) == "I need a yes or no on urgent."
+    assert sentence({**ok, "invented": 1}) == "I got details I can't use."
+    assert sentence("{not json") == sentence("[1]") == "I couldn't read those details."
+    for raw in ({}, {**ok, "confirmed": "x"}, "nope", {**ok, "x": 1}):
+        text = sentence(raw)
+        assert "pay_invoice" not in text and "pay invoice" not in text

@@ -819,3 +819,93 @@ async def test_amount_sums_stay_exact_over_many_cents(db, ctx_for):
 )  # fmt: skip
 def test_ids_as_callers_say_them(raw, prefix, expected):
     assert money.normalize_id(raw, prefix) == expected
+
+
+# -- doctor: the sandbox and the seed invoices said out loud --------------------------------
+
+
+def doctor_json(monkeypatch, tmp_path, **env) -> dict:
+    """`frontdesk doctor --json` in an empty folder, through typer's CliRunner."""
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from frontdesk.agents.programs import cli_voice
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FRONTDESK_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path}/doctor.db")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    app = typer.Typer()
+    cli_voice.register(app)
+    result = CliRunner().invoke(app, ["doctor", "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return json.loads(result.stdout)
+
+
+def billing_rows(report: dict) -> list[tuple[str, str]]:
+    return [
+        (r["status"], r["detail"]) for r in report["sections"]["plugins"] if r["item"] == "billing"
+    ]
+
+
+def test_doctor_warns_that_payments_go_to_the_sandbox(monkeypatch, tmp_path, no_network):
+    monkeypatch.delenv("FRONTDESK_PROFILE", raising=False)
+    monkeypatch.delenv("FRONTDESK_BILLING_SEED_INVOICES", raising=False)
+    report = doctor_json(monkeypatch, tmp_path)
+    assert billing_rows(report) == [("warn", billing.SANDBOX_WARNING)]
+    assert billing.SANDBOX_WARNING == (
+        "payments go to the sandbox gateway: no money moves "
+        "(install a gateway plugin, see docs/deploy.md)"
+    )
+    assert not (tmp_path / "doctor.db").exists()  # doctor looks, it does not create
+
+
+def test_doctor_says_the_demo_profile_seeds_invoices(monkeypatch, tmp_path, no_network):
+    report = doctor_json(
+        monkeypatch, tmp_path, FRONTDESK_PROFILE=str(ROOT / "examples" / "demo" / "frontdesk.toml")
+    )
+    assert billing_rows(report) == [
+        ("warn", billing.SANDBOX_WARNING),
+        (
+            "info",
+            f"demo invoices are seeded: every new account opens with 3 invoices from {DEMO_SEED} "
+            "(seed_invoices); a deployment starts with an empty ledger",
+        ),
+    ]
+
+
+def test_doctor_names_a_plugged_in_gateway_and_its_failures(tmp_path):
+    from frontdesk.core.plugin_extras import Check, doctor_checks
+
+    class Stripeish:
+        async def charge(self, account, amount, idempotency_key): ...
+        async def refund(self, payment_ref, amount, idempotency_key): ...
+        async def find(self, idempotency_key): ...
+
+    def rows(answer, **billing_env) -> list[Check]:
+        class GatewayPlugin:
+            @hookimpl
+            def frontdesk_payment_gateway(self, config):
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
+
+        registry = host.load(Settings(load_plugins=""), extra=[("gw", GatewayPlugin())])
+        # conftest seeds the demo invoices for every test; here only when asked
+        registry.configs["billing"] = BillingSettings(**{"seed_invoices": None, **billing_env})
+        return [c for c in doctor_checks(registry) if c.plugin == "billing"]
+
+    name = f"{Stripeish.__module__}.{Stripeish.__qualname__}"
+    assert rows(Stripeish()) == [Check("billing", "ok", f"payments go through {name}")]
+    assert rows(None) == [Check("billing", "warn", billing.SANDBOX_WARNING)]  # it passed
+    assert rows(RuntimeError("no API key")) == [Check(
+        "billing", "error",
+        "the payment gateway plugin failed: RuntimeError('no API key'); payments will be refused",
+    )]  # fmt: skip
+    assert rows(object())[0].status == "error"
+    # Demo invoices against a real gateway would charge real money: a warning, not a note.
+    seeded = rows(Stripeish(), seed_invoices=DEMO_SEED)
+    assert [c.status for c in seeded] == ["ok", "warn"]
+    assert seeded[1].message.startswith("demo invoices are seeded: every new account opens with 3")

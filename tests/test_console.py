@@ -91,3 +91,38 @@ def test_console_text_banner_explains_the_mode(tmp_path):
     )
     assert out.returncode == 0
     assert "text (no STT" in out.stdout and "offline brain" in out.stdout
+
+
+async def test_a_followup_printed_while_the_prompt_waits_keeps_the_input_line():
+    """A line printed during ``you>`` goes above the prompt, whole, and the prompt is drawn
+    again with what was typed so far (before, it was printed over ``you>`` and the prompt
+    was gone)."""
+    import asyncio
+    import io
+    import re
+
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.data_structures import Size
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output.vt100 import Vt100_Output
+
+    from frontdesk.agents.programs.console import Prompt, keep_prompt
+
+    screen = io.StringIO()
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=100), term="xterm")
+    followup = "billing> Your payment of $120.00 went through."
+    with create_pipe_input() as keys, create_app_session(input=keys, output=output):
+        reader = Prompt()
+        with keep_prompt(True):
+            line = asyncio.ensure_future(reader.read_line("you> "))
+            await asyncio.sleep(0.3)
+            keys.send_text("what is my bal")
+            await asyncio.sleep(0.3)
+            print(followup)
+            await asyncio.sleep(0.5)
+            keys.send_text("ance\r")
+            assert await asyncio.wait_for(line, 5) == "what is my balance"
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r", "", screen.getvalue())
+    assert followup in plain  # whole: "$120" and ".00." were split before
+    after = plain[plain.index(followup) + len(followup) :]
+    assert "you> what is my bal" in after  # the prompt came back with the typed text

@@ -37,7 +37,8 @@ async def test_interrupted_followup_is_retried_and_delivered_once(
         job = (await store.list(caller="alice", tool="experiment"))[0]
         started = await wait_for(store, lambda: _followups(transcript, job.id, 1), timeout=10)
         assert started
-        await asyncio.sleep(0.3)
+        # Interrupt once the follow-up's speech is under way (its reply is held back 1 s).
+        assert await _until(lambda: driver.session.current_speech is not None)
         assert await driver.runtime.interrupt()
         assert await wait_for(store, lambda: _delivered(store, job.id), timeout=10)
         await driver.settle()
@@ -50,6 +51,21 @@ async def test_interrupted_followup_is_retried_and_delivered_once(
     assert any("Experiment f finished" in text for _, text in transcript.said())
     notes = [e["note"] for e in await store.events(job.id)]
     assert notes.count("delivered by lab") == 1
+
+
+async def _until(predicate, timeout: float = 10.0) -> bool:
+    """Wait for a condition of the call itself (not the store) to hold."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def _progressed(store, task_id):
+    return ((await store.get(task_id)).progress or 0) > 0
 
 
 async def _followups(transcript, task_id, n):
@@ -178,7 +194,8 @@ async def test_thinking_sound_only_for_slow_work_and_periodic_status(
             ),
             None,
         )
-        await asyncio.sleep(0.9)
+        exp = (await store.list(caller=driver.caller, tool="experiment"))[0]
+        assert await wait_for(store, lambda: _progressed(store, exp.id), timeout=10)
         said = await driver.runtime.progress.announce()
         assert (
             said and said[0].startswith("Your experiment is about") and said[0].endswith("% done.")

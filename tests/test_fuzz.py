@@ -247,3 +247,28 @@ def test_every_builtin_tool_is_fuzzed():
         "generate_report",
         "search_knowledge",
     } <= set(TOOLS)
+
+
+def test_ci_runs_hypothesis_derandomized():
+    """CI loads the "ci" profile (tests/conftest.py), whose examples are the same every run;
+    the tests' own settings inherit it."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    assert hsettings.get_profile("ci").derandomize is True
+    assert "export HYPOTHESIS_PROFILE=ci" in (root / ".ci" / "run").read_text()
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); import conftest\n"
+        "from hypothesis import settings\n"
+        "print(settings.default.derandomize, settings(max_examples=5).derandomize)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "HYPOTHESIS_PROFILE": "ci"},
+        timeout=120,
+    )
+    assert out.stdout.split() == ["True", "True"], out.stderr

@@ -197,3 +197,95 @@ def test_hook_register_migrations(tmp_path, db_url):
     rev, tables = asyncio.run(check())
     assert rev == "orders_0001"
     assert "orders_items" in tables and "alembic_version_orders" in tables
+
+
+class Needs:
+    """A plugin that says what it needs: its own settings, and a service URL it lacks."""
+
+    @hookimpl
+    def register_settings(self, register):
+        register(OrdersSettings)
+
+    @hookimpl
+    def doctor_checks(self, config):
+        rows = [("ok", f"orders limit is {config.limit}"), ("warn", "ORDERS_URL is not set")]
+        return rows + [("info", "  spread\n  over lines  ")]
+
+
+class AsyncNeeds:
+    @hookimpl
+    async def doctor_checks(self):
+        await asyncio.sleep(0)
+        return [("error", "the orders service needs a URL")]
+
+
+class Raises:
+    @hookimpl
+    def doctor_checks(self):
+        raise RuntimeError("boom")
+
+
+class Garbage:
+    @hookimpl
+    def doctor_checks(self, hook):
+        assert hook.doctor_checks  # it gets the hook relay, to ask other plugins
+        return "all fine"
+
+
+class BadRows:
+    @hookimpl
+    def doctor_checks(self):
+        return [("great", "x"), ("ok",), ("ok", ""), ("warn", "kept")]
+
+
+class Hangs:
+    def __init__(self) -> None:
+        import threading
+
+        self.release = threading.Event()
+
+    @hookimpl
+    def doctor_checks(self):
+        self.release.wait(10)
+        return [("ok", "too late")]
+
+
+def test_hook_doctor_checks(monkeypatch):
+    from frontdesk.agents.programs import cli_voice
+    from frontdesk.core.plugin_extras import Check, doctor_checks
+
+    monkeypatch.setenv("FRONTDESK_ORDERS_LIMIT", "9")
+    hangs = Hangs()
+    plugins = [
+        ("orders", Needs()), ("async", AsyncNeeds()), ("raises", Raises()),
+        ("garbage", Garbage()), ("badrows", BadRows()), ("hangs", hangs),
+    ]  # fmt: skip
+    registry = host.load(quiet().model_copy(update={"hook_timeout_seconds": 0.5}), extra=plugins)
+    try:
+        found = doctor_checks(registry)
+        rows = cli_voice._plugins_section(registry)  # what doctor shows
+    finally:
+        hangs.release.set()
+    a_row = "a row is (status, message) with status ok | info | warn | error"
+    assert found == [
+        Check("orders", "ok", "orders limit is 9"),  # its own settings, as ctx.config
+        Check("orders", "warn", "ORDERS_URL is not set"),
+        Check("orders", "info", "spread over lines"),
+        Check("async", "error", "the orders service needs a URL"),
+        Check("raises", "error", "doctor_checks raised RuntimeError('boom')"),
+        Check(
+            "garbage", "error",
+            "doctor_checks returned 'all fine'; expected a list of (status, message)",
+        ),
+        Check("badrows", "error", f"doctor_checks gave ('great', 'x'); {a_row}"),
+        Check("badrows", "error", f"doctor_checks gave ('ok',); {a_row}"),
+        Check("badrows", "error", f"doctor_checks gave ('ok', ''); {a_row}"),
+        Check("badrows", "warn", "kept"),
+        Check("hangs", "error", "doctor_checks did not return within 0.5s"),
+    ]  # fmt: skip
+    # Doctor shows them in its plugins section, each under its plugin's name.
+    shown = [(r["item"], r["status"], r["detail"]) for r in rows if r["item"] != "error"][-11:]
+    assert shown == [(c.plugin, c.status, c.message) for c in found]
+    assert all(r["status"] in cli_voice._MARK for r in rows)
+    # A plugin with nothing to say adds no row; none at all gives an empty list.
+    assert doctor_checks(host.load(quiet())) == []

@@ -262,7 +262,35 @@ async def test_task_status_shows_progress_and_hides_other_callers(
     assert (await store.get(other.id)).caller == "mallory"
 
 
-async def test_interrupt_at_the_very_start_of_critical_work_leaves_nothing_half_done(
+async def test_an_interrupt_before_critical_work_starts_leaves_no_row_and_no_charge(
+    settings, registry, store, transcript
+):
+    """The caller cuts in while the model is still deciding (its reply is held back): the
+    charge never starts, so there is no row and no charge."""
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            to_lab({"say": "Lab."}),
+            {
+                "user": "charge me 7",
+                "llm": [
+                    {"tools": [{"charge": {"amount": "7.00"}}], "delay": 0.5},
+                    {"say": "Charged."},
+                ],
+            },
+            {"interrupt": {"after": 0.1}},
+            {"user": "hello?", "llm": [{"say": "Still here."}]},
+        ],
+    )
+    assert failures == []
+    assert await store.list(caller="alice", tool="charge") == []
+    assert kit.calls.get("charge", 0) == 0
+    assert ("lab", "Still here.") in transcript.said()
+
+
+async def test_an_interrupt_once_critical_work_has_started_is_refused_and_it_runs_once(
     settings, registry, store, transcript
 ):
     failures = await play(
@@ -274,19 +302,18 @@ async def test_interrupt_at_the_very_start_of_critical_work_leaves_nothing_half_
             {
                 "user": "charge me 7",
                 "llm": [
-                    {"tools": [{"charge": {"amount": "7.00", "seconds": 0.2}}]},
+                    {"tools": [{"charge": {"amount": "7.00", "seconds": 0.6}}]},
                     {"say": "Charged."},
                 ],
             },
-            {"interrupt": {"after": 0.0}},
+            {"interrupt": {"after": 0.3}},
             {"user": "hello?", "llm": [{"say": "Still here."}]},
         ],
     )
     assert failures == []
     rows = await store.list(caller="alice", tool="charge")
-    # Either the interruption came first (nothing started) or it was refused (charged once).
-    assert len(rows) == kit.calls.get("charge", 0) <= 1
-    assert all(t.status == "succeeded" for t in rows)
+    assert [t.status for t in rows] == ["succeeded"] and kit.calls["charge"] == 1
+    assert transcript.of("interrupt_refused")
     assert ("lab", "Still here.") in transcript.said()
 
 
@@ -373,3 +400,15 @@ async def test_the_same_payment_spelled_differently_is_charged_once(
     ]  # the second spelling was answered from the first
     outputs = [e["output"] for e in transcript.of("tool_output") if e["name"] == "pay_invoice"]
     assert len(outputs) == 2 and outputs[0] == outputs[1] and "$120.00" in outputs[0]
+
+
+def test_results_are_masked_where_they_are_stored_and_where_the_llm_reads_them():
+    from frontdesk.agents.patterns import for_llm
+    from frontdesk.core.recording import to_jsonable
+
+    result = {"card": "4111 1111 1111 1111", "items": ["cvv 123", 5], "n": 4111111111111111}
+    stored = to_jsonable(result)
+    assert stored == {"card": "****1111", "items": ["cvv ***", 5], "n": 4111111111111111}
+    assert for_llm("paid with 4111-1111-1111-1111") == "paid with ****1111"
+    # A row stored before results were masked is masked when it is replayed to the LLM.
+    assert for_llm({"card": "4111111111111111"}) == '{"card": "****1111"}'

@@ -20,12 +20,34 @@ from frontdesk.core import host
 def pip_calls(monkeypatch):
     calls: list[list[str]] = []
 
-    def fake_call(command: list[str]) -> int:
+    def fake_pip(command: list[str], verbose: bool) -> int:
         calls.append(command)
         return 0
 
-    monkeypatch.setattr(cli_plugins.subprocess, "call", fake_call)
+    monkeypatch.setattr(cli_plugins, "_run_pip", fake_pip)
     return calls
+
+
+@pytest.fixture
+def adds(monkeypatch):
+    """What the next install adds: plugin names, and the import problems of some."""
+    state = {"names": set(), "added": [], "broken": {}}
+
+    def names() -> set[str]:
+        return set(state["names"])
+
+    def fake_pip(command: list[str], verbose: bool) -> int:
+        state["names"] |= set(state["added"])
+        return 0
+
+    monkeypatch.setattr(cli_plugins, "_plugin_names", names)
+    monkeypatch.setattr(cli_plugins, "_run_pip", fake_pip)
+    monkeypatch.setattr(
+        cli_plugins,
+        "_import_problems",
+        lambda added: {n: state["broken"][n] for n in added if n in state["broken"]},
+    )
+    return state
 
 
 def run(*args: str):
@@ -33,7 +55,9 @@ def run(*args: str):
 
 
 def test_list_json_exits_0_with_a_plugin_that_fails_to_import(monkeypatch):
-    eps = [EntryPoint(name="ghost", value="fd_not_installed_anywhere", group="frontdesk")]
+    # The built-ins are entry points too: keep them, and add one that cannot be imported.
+    eps = [*host.entry_points(group="frontdesk")]
+    eps.append(EntryPoint(name="ghost", value="fd_not_installed_anywhere", group="frontdesk"))
     monkeypatch.setattr(host, "entry_points", lambda group: eps)
     monkeypatch.delenv("FRONTDESK_LOAD_PLUGINS", raising=False)
     monkeypatch.setenv("FRONTDESK_DISABLE_PLUGINS", "analytics")
@@ -49,7 +73,8 @@ def test_list_json_exits_0_with_a_plugin_that_fails_to_import(monkeypatch):
 
 
 def test_list_table_shows_columns_and_errors(monkeypatch):
-    eps = [EntryPoint(name="ghost", value="fd_nope", group="frontdesk")]
+    eps = [*host.entry_points(group="frontdesk")]
+    eps.append(EntryPoint(name="ghost", value="fd_nope", group="frontdesk"))
     monkeypatch.setattr(host, "entry_points", lambda group: eps)
     monkeypatch.delenv("FRONTDESK_LOAD_PLUGINS", raising=False)  # conftest sets it empty
     monkeypatch.setenv("COLUMNS", "300")
@@ -62,18 +87,71 @@ def test_list_table_shows_columns_and_errors(monkeypatch):
 
 
 def test_install_passes_options_through_to_pip_in_this_environment(pip_calls, tmp_path):
-    result = run("install", str(tmp_path), "-U", "--no-deps", "--index-url", "http://x/simple")
-    assert result.exit_code == 0, result.output
+    run("install", str(tmp_path), "-U", "--no-deps", "--index-url", "http://x/simple")
+    for call in pip_calls:  # pip reports what it installed into a temporary file
+        at = call.index("--report")
+        assert call[at + 1].endswith("report.json")
+        del call[at : at + 2]
     assert pip_calls == [
         [sys.executable, "-m", "pip", "install", "--upgrade", "--no-deps", "--index-url",
          "http://x/simple", str(tmp_path.resolve())],
     ]  # fmt: skip
     run("install", "-e", str(tmp_path))
     assert pip_calls[1][-2:] == ["--editable", str(tmp_path.resolve())]
+    assert "--report" in pip_calls[1]
+
+
+def test_install_reports_the_plugins_it_added(adds):
+    adds["added"] = ["weather"]
+    result = run("install", "frontdesk-weather")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "installed plugin(s): weather\n"
+
+
+def test_install_of_a_package_that_adds_no_plugin_exits_1(adds):
+    result = run("install", "requests")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "requests was installed, but it adds no frontdesk plugin: a plugin is declared as an "
+        'entry point in the "frontdesk" group (see docs/plugins.md); `frontdesk plugins list` '
+        "shows the plugins already installed"
+    ]
+
+
+def test_install_of_a_plugin_that_fails_to_import_says_so_and_exits_1(adds):
+    adds["added"] = ["weather", "ghost"]
+    adds["broken"] = {"ghost": "ModuleNotFoundError: No module named 'fd_ghost'"}
+    result = run("install", "frontdesk-ghost")
+    assert result.exit_code == 1
+    assert result.stdout == "installed plugin(s): weather\n"
+    assert result.stderr.splitlines() == [
+        "plugin ghost was installed but fails to import: ModuleNotFoundError: No module named "
+        "'fd_ghost'; fix or uninstall it (`frontdesk plugins uninstall ghost`)"
+    ]
+    assert "broken" not in result.output
+
+
+def test_import_problems_imports_each_new_plugin_in_a_fresh_interpreter(tmp_path, monkeypatch):
+    dist = tmp_path / "fd_ghost-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fd-ghost\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[frontdesk]\nghost = fd_ghost_missing\nfine = json\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    problems = cli_plugins._import_problems(["ghost", "fine"])
+    assert problems == {"ghost": "ModuleNotFoundError: No module named 'fd_ghost_missing'"}
+
+
+def test_pip_noise_is_hidden_unless_verbose(capfd):
+    code = "print('Requirement already satisfied: x in /y'); print('Successfully installed z')"
+    command = [sys.executable, "-c", code]
+    assert cli_plugins._run_pip(command, verbose=False) == 0
+    assert capfd.readouterr().out == "Successfully installed z\n"
+    assert cli_plugins._run_pip(command, verbose=True) == 0
+    assert "Requirement already satisfied" in capfd.readouterr().out
 
 
 def test_pip_failure_is_one_line_and_exit_2(monkeypatch):
-    monkeypatch.setattr(cli_plugins.subprocess, "call", lambda command: 1)
+    monkeypatch.setattr(cli_plugins, "_run_pip", lambda command, verbose: 1)
     result = run("install", "frontdesk-nothing")
     assert result.exit_code == 2
     assert result.stderr == "error: pip install failed with exit code 1 (see pip's output above)\n"

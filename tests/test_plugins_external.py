@@ -18,9 +18,11 @@ def venv(tmp_path_factory):
     try:
         # Reinstalled from this copy later; building never touches the repository.
         env.weather_copy = copy_package(WEATHER_SRC, base / "weather")
-        for source in (env.weather_copy, broken_package(base / "broken")):
-            result = env.install(source)
-            assert result.returncode == 0, result.stdout + result.stderr
+        result = env.install(env.weather_copy)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.strip().splitlines()[-1] == "installed plugin(s): weather"
+        # Installed, but it raises at import: said plainly, and exit 1.
+        env.broken_install = env.install(broken_package(base / "broken"))
         yield env
     finally:
         # Always leave nothing installed, even if a test failed half-way.
@@ -39,10 +41,36 @@ def by_name(data: dict) -> dict[str, dict]:
 
 def test_install_reports_the_new_plugin(venv):
     # The fixture installed both packages through `frontdesk plugins install`; reinstalling
-    # says there is nothing new rather than failing.
+    # names the plugin the package provides, and pip's "already satisfied" lines are hidden.
     result = venv.install(venv.weather_copy)
-    assert result.returncode == 0
-    assert "it added no new frontdesk plugin" in result.stdout
+    assert result.returncode == 0, result.stderr
+    assert "installed plugin(s): weather" in result.stdout
+    assert "Requirement already satisfied" not in result.stdout
+
+
+def test_install_of_a_plugin_that_fails_to_import_says_why_and_exits_1(venv):
+    result = venv.broken_install
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "plugin broken was installed but fails to import: RuntimeError: the broken plugin fails "
+        "at import; fix or uninstall it (`frontdesk plugins uninstall broken`)"
+    )
+    assert "installed plugin(s)" not in result.stdout
+
+
+def test_install_of_a_package_with_no_plugin_exits_1(venv, tmp_path):
+    project = tmp_path / "not_a_plugin"
+    (project / "not_a_plugin").mkdir(parents=True)
+    (project / "not_a_plugin" / "__init__.py").write_text("")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "not-a-plugin"\nversion = "0.1"\n'
+    )
+    result = venv.frontdesk(
+        "plugins", "install", str(project), "--no-build-isolation", "--no-index"
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "adds no frontdesk plugin" in result.stderr
 
 
 def test_plugins_list_finds_the_weather_plugin(venv):
@@ -80,11 +108,10 @@ def test_plugins_list_table_exits_0_and_shows_errors(venv):
 
 
 def test_allow_and_deny_lists_apply_to_installed_plugins(venv):
-    assert set(by_name(plugins_json(venv, FRONTDESK_LOAD_PLUGINS="weather"))["broken"]) >= {
-        "skipped"
-    }
     only = by_name(plugins_json(venv, FRONTDESK_LOAD_PLUGINS="weather"))
     assert only["broken"]["status"] == "skipped" and only["weather"]["status"] == "loaded"
+    assert only["broken"]["skipped"] and "FRONTDESK_LOAD_PLUGINS" in only["broken"]["skipped"]
+    assert only["broken"]["tools"] == {} and only["weather"]["skipped"] in (None, "")
     denied = by_name(plugins_json(venv, FRONTDESK_DISABLE_PLUGINS="weather"))
     assert denied["weather"]["status"] == "skipped" and denied["weather"]["tools"] == {}
 

@@ -117,9 +117,22 @@ async def test_runners_racing_to_recover_requeue_once(store, registry, settings,
     assert sum(n.startswith("lease expired") for n in notes) == 1
 
 
+def record_keys(registry, tool: str, monkeypatch) -> list[str]:
+    """Every idempotency key ``tool`` is run with, whole (a wrong key differs anywhere)."""
+    spec = registry.tools[tool]
+    body, keys = spec.fn, []
+
+    async def spy(ctx, **args):
+        keys.append(ctx.idempotency_key)
+        return await body(ctx, **args)
+
+    monkeypatch.setattr(spec, "fn", spy)
+    return keys
+
+
 @pytest.mark.backends("sqlite")
 async def test_critical_retry_closes_a_dead_calls_row_and_runs_once(
-    store, registry, settings, transcript
+    store, registry, settings, transcript, monkeypatch
 ):
     """The caller retries a payment whose call process died mid-way: the expired row is
     closed (and counted as told), and the retry runs under the same stable key."""
@@ -129,6 +142,7 @@ async def test_critical_retry_closes_a_dead_calls_row_and_runs_once(
         caller="ada", tool="charge", pattern="critical", status="running", args=args,
         idempotency_key=base, lease_owner="call:4242:gone", lease_seconds=-1,
     )  # fmt: skip
+    keys = record_keys(registry, "charge", monkeypatch)
     scenario = parse_scenario(
         {
             "caller": "ada",
@@ -146,8 +160,9 @@ async def test_critical_retry_closes_a_dead_calls_row_and_runs_once(
     # the retry runs under the same logical key (a gateway would recognise it), on a new row
     assert rows[1].idempotency_key.startswith(f"{base}#") and kit.calls["charge"] == 1
     assert rows[1].idempotency_key != rows[0].idempotency_key
+    assert keys == [base]  # the whole stable key reached the tool, not the row's suffixed copy
     output = [e for e in transcript.of("tool_output") if e["name"] == "charge"][-1]["output"]
-    assert output == f"Charged 5.00 with key {base[:8]}."  # the stable key reached the tool
+    assert output == f"Charged 5.00 with key {base[:8]}."
 
 
 @pytest.mark.backends("sqlite")

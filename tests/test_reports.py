@@ -1,10 +1,12 @@
 """Reports against a real TaskStore on SQLite: argument checks, the statement and activity
-reports, their CSV and PNG artifacts (parsed back), and progress recorded on the row."""
+reports, their CSV and PNG artifacts (parsed back, the chart's title, axes, values and legend
+read off its Figure), the report without matplotlib, and progress recorded on the row."""
 
 from __future__ import annotations
 
 import csv
 import struct
+import sys
 import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -55,21 +57,68 @@ def ctx_for(store, tmp_path, hook, billing_config):
     return make
 
 
-def read_png(data: bytes) -> tuple[int, int, bytes]:
-    """(width, height, decompressed scanlines), checking the signature and every chunk CRC."""
+def read_png(data: bytes) -> tuple[int, int, dict[str, str]]:
+    """(width, height, text chunks), checking the signature, every chunk's CRC and that the
+    image data decompresses to one filtered scanline per row."""
     assert data[:8] == chart.PNG_SIGNATURE
-    pos, chunks = 8, {}
+    pos, chunks, text = 8, {}, {}
     while pos < len(data):
         (length,) = struct.unpack(">I", data[pos : pos + 4])
         kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
         assert crc == zlib.crc32(kind + body), kind
         chunks[kind] = chunks.get(kind, b"") + body
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            text[key.decode("latin-1")] = value.decode("latin-1")
         pos += 12 + length
     assert list(chunks)[0] == b"IHDR" and b"IEND" in chunks
     width, height, depth, colour = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
-    assert (depth, colour) == (8, 2)
-    return width, height, zlib.decompress(chunks[b"IDAT"])
+    assert depth == 8 and colour in (2, 6)  # RGB or RGBA, 8 bits
+    channels = 3 if colour == 2 else 4
+    assert len(zlib.decompress(chunks[b"IDAT"])) == height * (1 + width * channels)
+    return width, height, text
+
+
+CHART_SIZE = (800, 450)
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every Figure a report draws, caught before it is saved (chart.figure is the seam)."""
+    drawn = []
+    real = chart.figure
+
+    def spy(spec):
+        fig = real(spec)
+        drawn.append(fig)
+        return fig
+
+    monkeypatch.setattr(chart, "figure", spy)
+    return drawn
+
+
+def texts(fig) -> dict[str, object]:
+    """What a reader sees on the chart: title, axis labels, ticks, bar values, legend."""
+    [ax] = fig.axes
+    [legend] = fig.legends or [None]
+    return {
+        "title": ax.get_title(),
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "xticks": [t.get_text() for t in ax.get_xticklabels()],
+        "values": [t.get_text() for t in ax.texts],
+        "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
+        "legend_title": legend.get_title().get_text() if legend else "",
+    }
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch):
+    """matplotlib made unimportable, as on an install without the charts extra."""
+    for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
 
 
 def read_csv(path: str) -> list[dict[str, str]]:
@@ -154,7 +203,7 @@ async def test_bad_arguments_fail_before_any_work(store, ctx_for, tmp_path):
 # -- the reports ----------------------------------------------------------------------------
 
 
-async def test_statement_report(store, ctx_for, tmp_path, billing_config):
+async def test_statement_report(store, ctx_for, tmp_path, billing_config, figures):
     pay_ctx = await ctx_for(tool="pay_invoice", pattern="critical", key="pay1")
     paid = await billing.pay_invoice.fn(pay_ctx, "INV-1002", "120", confirmed=True)
     payment_id = paid.rsplit(" ", 1)[-1].rstrip(".")
@@ -182,10 +231,23 @@ async def test_statement_report(store, ctx_for, tmp_path, billing_config):
     assert result["chart"] == {
         "labels": ["invoiced", "paid", "refunded"],
         "values": [525.15, 120.0, 0.0],
+        "skipped": None,
     }
 
-    width, height, raw = read_png(png_path.read_bytes())
-    assert (width, height) == (640, 360) and len(raw) == height * (1 + width * 3)
+    width, height, text = read_png(png_path.read_bytes())
+    assert (width, height) == CHART_SIZE
+    assert text["Title"] == "Statement for alice: this month"
+    assert text["Description"] == "invoiced $525.15; paid $120.00; refunded $0.00"
+    [fig] = figures
+    assert texts(fig) == {
+        "title": "Statement for alice: this month",
+        "xlabel": "Entries in the period",
+        "ylabel": "Amount (USD)",
+        "xticks": ["invoiced", "paid", "refunded"],
+        "values": ["$525.15", "$120.00", "$0.00"],
+        "legend": ["invoiced (3 invoices)", "paid (1 payment)", "refunded (0 refunds)"],
+        "legend_title": "",
+    }
 
     row = await store.get(ctx.task_id)
     assert row.progress == pytest.approx(0.95)
@@ -207,7 +269,7 @@ async def test_statement_without_an_account(ctx_for):
     result = await generate_report(await ctx_for(caller="newcomer"), "statement", "last-30-days")
     assert "no billing account yet" in result["summary"] and sentences(result["summary"]) == 2
     assert read_csv(result["files"]["csv"]) == []
-    assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == (640, 360)
+    assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == CHART_SIZE
 
 
 @pytest.mark.parametrize("without", ["no hook relay", "no billing hookspec", "billing disabled"])
@@ -226,8 +288,10 @@ async def test_statement_without_billing_says_there_is_no_billing_data(ctx_for, 
         "Billing is not available at this front desk."
     )
     assert read_csv(result["files"]["csv"]) == []
-    assert result["chart"] == {"labels": ["invoiced", "paid", "refunded"], "values": [0.0] * 3}
-    assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == (640, 360)
+    assert result["chart"] == {
+        "labels": ["invoiced", "paid", "refunded"], "values": [0.0] * 3, "skipped": None,
+    }  # fmt: skip
+    assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == CHART_SIZE
 
 
 async def test_statement_lines_may_come_from_any_plugin_implementing_the_hook(ctx_for):
@@ -292,7 +356,7 @@ def test_reports_imports_only_the_public_core_and_its_own_package():
                 assert not name.startswith("sqlalchemy"), (path, name)  # no SQL of its own
 
 
-async def test_activity_report(store, ctx_for):
+async def test_activity_report(store, ctx_for, figures):
     for dept, tool, status in [
         ("search", "search_knowledge", "succeeded"),
         ("search", "search_knowledge", "succeeded"),
@@ -322,11 +386,25 @@ async def test_activity_report(store, ctx_for):
         {"department": "search", "tool": "search_web", "status": "cancelled", "count": "1"},
     ]
     assert result["chart"]["labels"][0] == "search" and result["chart"]["values"][0] == 3.0
-    width, height, raw = read_png(Path(result["files"]["png"]).read_bytes())
-    assert len(raw) == height * (1 + width * 3)
+    assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == CHART_SIZE
+    # Departments on the x axis, busiest first, each bar stacked by status (the legend).
+    seen = texts(figures[-1])
+    assert seen["title"] == "Activity for alice: the last 30 days"
+    assert (seen["xlabel"], seen["ylabel"]) == ("Department", "Tasks")
+    assert seen["xticks"] == ["search", "billing", "other"]
+    assert (seen["legend_title"], seen["legend"]) == (
+        "Status",
+        ["succeeded", "failed", "cancelled"],
+    )
+    # Each bar's total on top, then the segments of the one stacked bar (search: 2 + 1).
+    totals, inside = seen["values"][:3], [v for v in seen["values"][3:] if v]
+    assert totals == ["3", "1", "1"] and sorted(inside) == ["1", "2"]
     # A month with nothing in it still gives files and a two-sentence summary.
     empty = await generate_report(await ctx_for(key="k2"), "activity", "2025-06")
     assert empty["summary"].startswith("I found no activity") and sentences(empty["summary"]) == 2
+    seen = texts(figures[-1])
+    assert seen["title"] == "Activity for alice: June 2025" and seen["ylabel"] == "Tasks"
+    assert seen["values"] == ["No tasks in this period"]
 
 
 async def test_file_names_are_safe_for_any_caller(store, ctx_for, tmp_path):
@@ -356,27 +434,69 @@ def test_reports_department_registers_a_background_tool():
     }
 
 
-# -- the PNG writer -------------------------------------------------------------------------
+# -- the chart ------------------------------------------------------------------------------
 
 
-def test_bar_chart_draws_bars_in_the_palette():
-    width, height, raw = read_png(chart.bar_chart_png([1, 4, 0], width=120, height=80, margin=10))
-    assert (width, height) == (120, 80)
-    stride = 1 + width * 3
-    row = raw[(height - 12) * stride : (height - 11) * stride]  # just above the x axis
-    assert row[0] == 0  # filter type None
-    pixels = {tuple(row[1 + x * 3 : 4 + x * 3]) for x in range(width)}
-    assert (
-        chart.PALETTE[0] in pixels and chart.PALETTE[1] in pixels and chart.PALETTE[2] not in pixels
+def test_chart_text_is_never_read_as_mathtext_and_long_titles_are_cut():
+    spec = chart.Chart(
+        title="Statement for $x$ " + "y" * 200, xlabel="kind", ylabel="Amount ($)",
+        categories=["a", "b"], series=[chart.Series("$paid$", [1.5, -2.0])],
+        value_format=lambda v: f"${v:.2f}",
+    )  # fmt: skip
+    fig = chart.figure(spec)
+    seen = texts(fig)
+    assert seen["title"].startswith("Statement for $x$ y") and len(seen["title"]) == 60
+    assert seen["values"] == ["$1.50", "$0.00"]  # a negative value is drawn as zero
+    assert seen["legend"] == ["$paid$"]
+    [ax] = fig.axes
+    assert all(not t.get_parse_math() for t in [ax.title, *ax.texts, *fig.legends[0].get_texts()])
+    width, height, text = read_png(chart.png(fig, spec))
+    assert (width, height) == CHART_SIZE and text["Title"] == seen["title"]
+
+
+def test_chart_with_no_bars_still_has_its_title_and_axes():
+    spec = chart.Chart("Activity", "Department", "Tasks", [], [], integer=True)
+    seen = texts(chart.figure(spec))
+    assert (seen["title"], seen["xlabel"], seen["ylabel"]) == ("Activity", "Department", "Tasks")
+    assert seen["values"] == ["Nothing to show for this period"] and seen["legend"] == []
+    assert read_png(chart.bar_chart_png(spec))[:2] == CHART_SIZE
+    assert chart.available() is None
+
+
+# -- without matplotlib ---------------------------------------------------------------------
+
+
+async def test_without_matplotlib_the_report_is_written_and_says_the_chart_was_skipped(
+    ctx_for, tmp_path, no_matplotlib, caplog, store, billing_config
+):
+    await ledger.ensure_account(Database(store), "alice", billing_config.seeds())
+    assert chart.available() == "matplotlib is not installed (install frontdesk[charts])"
+    with pytest.raises(chart.ChartUnavailable, match=r"frontdesk\[charts\]"):
+        chart.bar_chart_png(chart.Chart("t", "x", "y", ["a"], [chart.Series("s", [1])]))
+
+    result = await generate_report(await ctx_for(), "statement", "this-month")
+    assert result["summary"] == (
+        "Your statement for this month lists 3 invoices totalling $525.15 and 0 payments "
+        "totalling $0.00. Your balance today is $525.15. The chart was skipped because "
+        "matplotlib is not installed (install frontdesk[charts]); the spreadsheet has every figure."
     )
-    top = raw[11 * stride : 12 * stride]  # near the top only the tallest bar reaches
-    top_pixels = {tuple(top[1 + x * 3 : 4 + x * 3]) for x in range(width)}
-    assert chart.PALETTE[1] in top_pixels and chart.PALETTE[0] not in top_pixels
+    assert set(result["files"]) == {"csv"} and len(read_csv(result["files"]["csv"])) == 3
+    assert result["chart"]["skipped"] == "matplotlib is not installed (install frontdesk[charts])"
+    assert result["chart"]["values"] == [525.15, 0.0, 0.0]  # the figures are still in the result
+    assert sorted(p.suffix for p in (tmp_path / "r").iterdir()) == [".csv"]  # no PNG, no temp
+    assert "chart skipped: matplotlib is not installed" in caplog.text
+    assert "Traceback" not in caplog.text
 
 
-def test_empty_chart_and_bad_images():
-    assert read_png(chart.bar_chart_png([]))[:2] == (640, 360)
-    with pytest.raises(ValueError):
-        chart.encode_png(2, 2, [b"\x00" * 6])
-    with pytest.raises(ValueError):
-        chart.encode_png(2, 1, [b"\x00" * 5])
+async def test_a_chart_that_fails_to_draw_does_not_lose_the_report(ctx_for, monkeypatch):
+    def broken(spec):
+        raise RuntimeError("no canvas today")
+
+    monkeypatch.setattr(chart, "figure", broken)
+    result = await generate_report(await ctx_for(), "activity", "this-month")
+    assert set(result["files"]) == {"csv"} and Path(result["files"]["csv"]).exists()
+    assert result["chart"]["skipped"] == reports.CHART_FAILED
+    assert result["summary"].endswith(
+        "The chart was skipped because drawing it failed (see the log); "
+        "the spreadsheet has every figure."
+    )

@@ -180,3 +180,197 @@ def test_standalone_runner_process_runs_a_job_a_call_queued(tmp_path, db_url):
     assert claimed and f":{runner.pid}:" in claimed[0]  # the other process ran it
     assert runner.returncode == 0
     time.sleep(0)
+
+
+# -- what a new user trips over (issue 16) ----------------------------------------------------
+
+CARD = "4111 1111 1111 1111"
+PIN = "4321"
+
+
+def test_an_unknown_tool_fails_in_text_mode_with_its_reason(tmp_path, db_url):
+    path = write(
+        tmp_path,
+        "spell.yaml",
+        {
+            "caller": "uma",
+            "steps": [
+                {"user": "do magic", "llm": [{"tools": [{"cast_a_spell": {}}]}, {"say": "No."}]},
+                {"user": "thanks", "llm": [{"say": "Bye."}]},
+            ],
+        },
+    )
+    out = simulate(str(path), "--db", db_url)
+    assert out.returncode == 1, out.stdout + out.stderr
+    reason = f"{path}: step 1 (user): the LLM called unknown tool 'cast_a_spell'"
+    assert out.stderr.splitlines() == [f"FAILED {reason}"]
+    assert reason in out.stdout.replace("\n", "")  # the transcript shows it where it happened
+    assert "Bye." in out.stdout  # the call went on
+
+
+def test_turns_the_offline_brain_answers_are_reported_and_strict_fails_them(tmp_path, db_url):
+    path = write(
+        tmp_path,
+        "brain.yaml",
+        {
+            "caller": "ben",
+            "steps": [
+                {"user": "hello", "llm": [{"say": "Hi, scripted."}]},
+                {"user": "what can you do"},  # nothing scripted: the brain answers
+            ],
+        },
+    )
+    text = simulate(str(path), "--db", db_url)
+    assert text.returncode == 0, text.stderr
+    assert "step 2 (user): answered by the offline brain" in text.stdout
+    assert "step 1 (user): answered" not in text.stdout
+
+    as_json = simulate(str(path), "--json", "--db", db_url)
+    brain = [e for e in events(as_json.stdout) if e["type"] == "brain"]
+    assert brain and {e["step"] for e in brain} == {2}, brain
+
+    strict = simulate(str(path), "--strict", "--db", db_url)
+    assert strict.returncode == 1
+    assert strict.stderr.splitlines() == [
+        f"FAILED {path}: step 2 (user): no scripted llm reply left; the offline brain "
+        "answered (--strict)"
+    ]
+
+
+def test_an_invalid_said_pattern_is_one_clear_line(tmp_path, db_url):
+    path = write(tmp_path, "re.yaml", {"steps": [{"user": "hi"}, {"expect": {"said": "("}}]})
+    out = simulate(str(path), "--db", db_url)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines() == [
+        f"error: {path}: step 2: 'said' '(' is not a valid regular expression (missing ), "
+        "unterminated subpattern at position 0); escape ( ) [ ] . * + ? with a backslash to "
+        "match them literally"
+    ]
+
+
+async def test_said_is_a_case_insensitive_regular_expression(settings, registry, transcript):
+    from frontdesk.agents.programs.scenario import parse_scenario
+    from frontdesk.agents.programs.simulate import simulate as run_sim
+
+    steps = [
+        {"user": "hi", "llm": [{"say": "I paid $120.00 (in full)."}]},
+        {"expect": {"said": r"PAID \$120\.00 \(in full\)"}},
+        {"expect": {"not_said": r"\$12\b"}},
+    ]
+    scenario = parse_scenario({"caller": "rex", "steps": steps})
+    assert await run_sim([scenario], settings, registry, transcript.append, runner=False) == []
+
+
+# A plugin that handles a PIN and echoes card numbers into its notes, results and errors.
+from frontdesk.core import Department, ToolContext, ToolError, hookimpl, tool  # noqa: E402
+
+
+@tool(pattern="interruptible", sensitive=["pin"])
+async def verify_pin(ctx: ToolContext, account: str, pin: str) -> str:
+    """Check the caller's PIN."""
+    return "Your PIN is correct."
+
+
+@tool(pattern="interruptible")
+async def card_on_file(ctx: ToolContext, card: str) -> dict:
+    """Say which card is on file."""
+    await ctx.progress(0.5, f"checking card {card}")
+    return {"card": card, "message": f"The card {card} is on file."}
+
+
+@tool(pattern="interruptible")
+async def decline(ctx: ToolContext, card: str) -> str:
+    """Try a card."""
+    raise ToolError(f"The card {card} was declined.")
+
+
+class Vault:
+    @hookimpl
+    def register_departments(self, register) -> None:  # noqa: ANN001
+        register(
+            Department(
+                name="vault",
+                description="checks PINs and cards",
+                instructions="You are the vault.",
+                tools=[verify_pin, card_on_file, decline],
+            )
+        )
+
+
+async def test_secrets_never_reach_the_store_the_llm_or_the_output(settings, store):
+    import io
+
+    from rich.console import Console
+
+    from frontdesk.agents.programs import render
+    from frontdesk.agents.programs.scenario import parse_scenario
+    from frontdesk.agents.programs.simulate import CallDriver, Environment
+    from frontdesk.core import host
+
+    registry = host.load(settings, extra=[("vault", Vault())])
+    steps = [
+        {"user": "the vault", "llm": [{"tools": [{"transfer_to_vault": {}}]}, {"say": "Vault."}]},
+        {
+            "user": f"my pin is {PIN}",
+            "llm": [{"tools": [{"verify_pin": {"account": "A1", "pin": PIN}}]}, {"say": "Ok."}],
+        },
+        {"user": "my card", "llm": [{"tools": [{"card_on_file": {"card": CARD}}]}, {"say": "Ok."}]},
+        {"user": "charge it", "llm": [{"tools": [{"decline": {"card": CARD}}]}, {"say": "No."}]},
+    ]
+    scenario = parse_scenario({"caller": "val", "steps": steps})
+    seen: list[dict] = []
+    env = await Environment.open(settings, registry, runner=False)
+    try:
+        driver = CallDriver(env, scenario, "val", seen.append)
+        env.routes["val"] = driver.emit
+        await driver.connect()
+        model = driver.llm
+        for step in scenario.steps:
+            await driver.play(step, None)
+        await driver.hangup()
+    finally:
+        await env.close()
+
+    calls = {e["name"]: e["arguments"] for e in seen if e["type"] == "tool_call"}
+    assert json.loads(calls["verify_pin"]) == {"account": "A1", "pin": "[redacted]"}
+    assert json.loads(calls["card_on_file"]) == {"card": "****1111"}
+    # What simulate prints, in --json and in text: no PIN, no card number.
+    as_json = "\n".join(json.dumps(e, default=str) for e in seen)
+    buffer = io.StringIO()
+    real = render.console
+    render.console = Console(file=buffer, width=300)
+    try:
+        for event in seen:
+            render.transcript_line(event)
+    finally:
+        render.console = real
+    as_text = buffer.getvalue()
+    assert "verify_pin" in as_text and '"pin": "[redacted]"' in as_text
+    for output in (as_json, as_text):
+        assert PIN not in output.replace("my pin is 4321", "")  # the caller's own words aside
+        assert "1111 1111 1111" not in output.replace(f"card {CARD}", "")
+    assert "****1111" in as_text and "The card ****1111 is on file." in as_json
+
+    # What the LLM read back from each tool.
+    outputs = [
+        item.output
+        for request in model.requests
+        for item in request.items
+        if item.type == "function_call_output"
+    ]
+    assert any("The card ****1111 is on file." in o for o in outputs), outputs
+    assert any(o == "The card ****1111 was declined." for o in outputs), outputs
+    assert not any("1111 1111 1111" in o for o in outputs)
+
+    # What the store keeps: the row, its progress note and every event.
+    rows = {t.tool: t for t in await store.list(caller="val")}
+    assert rows["verify_pin"].args == {"account": "A1", "pin": "[redacted]"}
+    assert rows["card_on_file"].result == {
+        "card": "****1111",
+        "message": "The card ****1111 is on file.",
+    }
+    assert rows["card_on_file"].progress_note == "checking card ****1111"
+    assert rows["decline"].error == "The card ****1111 was declined."
+    notes = [e["note"] or "" for t in rows.values() for e in await store.events(t.id)]
+    assert "progress 50%: checking card ****1111" in notes
+    assert not any("1111 1111 1111" in n for n in notes)

@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -96,9 +97,16 @@ def install(
         target = str(Path(target).resolve())
     before = _plugin_names()
     flags = [*(["--upgrade"] if upgrade else []), *ctx.args]
-    _pip("install", *flags, *(["--editable"] if editable else []), target, verbose=verbose)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        flags += ["--report", str(report)]
+        _pip("install", *flags, *(["--editable"] if editable else []), target, verbose=verbose)
+        installed = _installed(report)
     importlib.invalidate_caches()
     added = sorted(_plugin_names() - before)
+    if not added:
+        # Reinstalled, or already there: the plugins of the packages pip just handled.
+        added = sorted(_plugins_of({*installed, _canonical(Path(target).name)}))
     if not added:
         typer.echo(
             f"{target} was installed, but it adds no frontdesk plugin: a plugin is declared "
@@ -119,6 +127,24 @@ def install(
         )
     if broken:
         raise typer.Exit(1)
+
+
+def _installed(report: Path) -> set[str]:
+    """The distributions pip installed, from its ``--report`` (empty if it wrote none)."""
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        return {_canonical(item["metadata"]["name"]) for item in data.get("install", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def _plugins_of(dists: set[str]) -> set[str]:
+    """The frontdesk plugins these (canonical) distribution names provide."""
+    return {
+        ep.name
+        for ep in entry_points(group="frontdesk")
+        if getattr(ep, "dist", None) is not None and _canonical(str(ep.dist.name)) in dists
+    }
 
 
 def _import_problems(names: list[str]) -> dict[str, str]:

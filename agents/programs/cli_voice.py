@@ -219,6 +219,7 @@ async def _database_section(url: str, wanted: list[Any]) -> tuple[list[dict[str,
 
 def _plugins_section(registry: Any) -> list[dict[str, Any]]:
     from frontdesk.core import host
+    from frontdesk.core.plugin_extras import doctor_checks
     from frontdesk.core.plugin_settings import shown
 
     good = [n for n, p in registry.plugins.items() if not p.errors]
@@ -238,6 +239,9 @@ def _plugins_section(registry: Any) -> list[dict[str, Any]]:
     for err in registry.errors:
         if not err.split(": ", 1)[-1].startswith("settings: "):
             rows.append({"item": "error", "status": "warn", "detail": err})
+    # What each plugin says it needs (its doctor_checks hook): a sandbox in use, a missing URL.
+    for check in doctor_checks(registry):
+        rows.append({"item": check.plugin, "status": check.status, "detail": check.message})
     return rows
 
 
@@ -326,7 +330,10 @@ async def gather(
         ]
         for name, rows in sections.items()
     }
-    ok = providers_ok and db_ok and checks_ok and not registry.config_errors and not setting_problems
+    ok = (
+        providers_ok and db_ok and checks_ok and not registry.config_errors and not setting_problems
+    )
+    ok = ok and not any(row["status"] == "error" for row in sections["plugins"])
     return {"ok": ok, "sections": clean}
 
 

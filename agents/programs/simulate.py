@@ -19,7 +19,7 @@ from typing import Any
 
 from livekit.agents import AgentSession, llm
 
-from frontdesk.agents.brain import OfflineBrain
+from frontdesk.agents.brain import OfflineBrain, critical_tools
 from frontdesk.agents.followups import FollowupWatcher
 from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.agents.runtime import CallRuntime, start_call
@@ -42,8 +42,8 @@ class ExpectationFailed(Exception):
 class _ReportingBrain(OfflineBrain):
     """The offline brain, telling the driver each time it answers (the script ran out)."""
 
-    def __init__(self, on_answer: Callable[[], None]) -> None:
-        super().__init__()
+    def __init__(self, on_answer: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._on_answer = on_answer
 
     def chat(self, **kwargs: Any) -> llm.LLMStream:
@@ -214,7 +214,12 @@ class CallDriver:
 
         made = self.make_llm() if self.make_llm else None
         built = made if isinstance(made, Providers) else None
-        fallback = built.llm if built else made or OfflineBrain.for_registry(self.env.registry)
+        fallback = (
+            built.llm
+            if built
+            else made
+            or _ReportingBrain(self._brain_answered, critical=critical_tools(self.env.registry))
+        )
         self.llm = ScriptedLLM(fallback=fallback)
         options = {"conn_options": built.session_kwargs()["conn_options"]} if built else {}
         self.session = AgentSession(llm=self.llm, **options)

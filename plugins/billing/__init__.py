@@ -24,7 +24,8 @@ A retry after a crash between 2 and 3 finds the pending row and asks ``gateway.f
 before charging, so money moves once and the ledger holds one row per key.
 
 The money goes through a gateway: a plugin supplies one with the ``frontdesk_payment_gateway``
-hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledger.
+hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledger, and
+``frontdesk doctor`` says so (``doctor_checks``), as it says when seed invoices are configured.
 """
 
 from __future__ import annotations
@@ -337,3 +338,46 @@ async def billing_statement(
 ) -> dict[str, Any] | None:
     # The payee of a payment whose invoice is gone is the default; each invoice names its own.
     return await ledger.statement(database, caller, start, end)
+
+
+SANDBOX_WARNING = (
+    "payments go to the sandbox gateway: no money moves "
+    "(install a gateway plugin, see docs/deploy.md)"
+)
+
+
+def _gateway_row(hook: Any, config: BillingSettings) -> tuple[str, str]:
+    """Which gateway a payment would go through, as a doctor row."""
+    ask = getattr(hook, "frontdesk_payment_gateway", None) if hook is not None else None
+    if ask is None or not ask.get_hookimpls():
+        return ("warn", SANDBOX_WARNING)
+    try:
+        gateway = ask(config=config)
+    except Exception as exc:
+        return ("error", f"the payment gateway plugin failed: {exc!r}; payments will be refused")
+    if gateway is None:
+        return ("warn", SANDBOX_WARNING)
+    if not all(callable(getattr(gateway, m, None)) for m in ("charge", "refund", "find")):
+        return ("error", f"frontdesk_payment_gateway returned {type(gateway).__name__}, which "
+                "has no charge, refund and find; payments will be refused")  # fmt: skip
+    return ("ok", f"payments go through {type(gateway).__module__}.{type(gateway).__qualname__}")
+
+
+@hookimpl
+def doctor_checks(config: Any, hook: Any) -> list[tuple[str, str]]:
+    """The gateway payments go through (the sandbox is a warning) and any seeded demo invoices."""
+    if not isinstance(config, BillingSettings):
+        # Its settings are invalid: doctor already shows that line; the gateway waits on it.
+        return [("warn", "payments are not checked until billing's settings are fixed")]
+    status, message = _gateway_row(hook, config)
+    rows = [(status, message)]
+    if config.seed_invoices is not None:
+        count = len(config.seeds())
+        # Demo data against a real gateway would charge real money for made-up invoices.
+        rows.append((
+            "info" if message == SANDBOX_WARNING else "warn",
+            f"demo invoices are seeded: every new account opens with {count} invoice"
+            f"{'' if count == 1 else 's'} from {config.seed_invoices} (seed_invoices); "
+            "a deployment starts with an empty ledger",
+        ))  # fmt: skip
+    return rows

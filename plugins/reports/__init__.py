@@ -2,9 +2,12 @@
 
 Written as an outside package would be: it imports only ``frontdesk.core``'s public names and
 its own modules. The job runs in the runner, not the call (DESIGN.md "Processes"): it writes a
-CSV and a PNG bar chart (``chart.py``) into its ``path`` setting (``FRONTDESK_REPORTS_PATH`` or
-``[plugins.reports] path``; default ``reports``) and returns their paths with a two-sentence
-summary that the follow-up speaks. Kinds:
+CSV and a PNG bar chart (``chart.py``: a title, labelled axes, values and a legend) into its
+``path`` setting (``FRONTDESK_REPORTS_PATH`` or ``[plugins.reports] path``; default
+``reports``) and returns their paths with a two-sentence summary that the follow-up speaks.
+The chart needs matplotlib, the optional ``charts`` extra (``pip install 'frontdesk[charts]'``);
+without it the report is written without its PNG, its result's ``chart.skipped`` says why and
+its summary says so in one more sentence. Kinds:
 
 - ``statement``: the caller's invoices and payments made in the period, asked of the billing
   plugin through its ``billing_statement`` hook (``ctx.hook``). Without billing loaded the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import inspect
+import logging
 import os
 import re
 from collections import Counter
@@ -35,7 +39,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from frontdesk.core import Department, ToolContext, ToolError, hookimpl, tool
 
-from .chart import bar_chart_png
+from . import chart as charts
+from .chart import Chart, ChartUnavailable, Series
+
+log = logging.getLogger("frontdesk.reports")
 
 KINDS = ("statement", "activity")
 BAD_KIND = "I can make a statement or an activity report. Which would you like?"
@@ -52,6 +59,11 @@ _ALIASES = {
 }
 # How task outcomes are read out in an activity summary: the good news first.
 _STATUS_ORDER = {"succeeded": 0, "failed": 1, "cancelled": 2, "running": 3, "queued": 4}
+# ... and their colours in the activity chart (Okabe-Ito names, chart.COLOURS).
+_STATUS_COLOURS = {
+    "succeeded": "green", "failed": "vermillion", "cancelled": "grey", "running": "blue",
+    "queued": "sky",
+}  # fmt: skip
 
 
 class ReportsSettings(BaseSettings):
@@ -128,6 +140,7 @@ class Report:
     labels: list[str]  # one per bar
     values: list[float]
     summary: str
+    chart: Chart | None = None  # how the PNG is drawn; None: plain bars of labels/values
 
 
 def _plural(n: int, word: str) -> str:
@@ -136,6 +149,35 @@ def _plural(n: int, word: str) -> str:
 
 STATEMENT_HEADER = ["date", "type", "reference", "invoice", "description", "amount", "status"]
 STATEMENT_BARS = ["invoiced", "paid", "refunded"]
+_STATEMENT_LINES = {"invoiced": "invoice", "paid": "payment", "refunded": "refund"}
+_STATEMENT_COLOURS = {"invoiced": "blue", "paid": "green", "refunded": "orange"}
+
+
+def _statement_chart(
+    caller: str, period: Period, values: list[float], counts: list[int], cur: str = "USD"
+) -> Chart:
+    """Three bars (invoiced, paid, refunded), each its own legend entry with how many lines."""
+    series = [
+        Series(
+            f"{name} ({_plural(n, _STATEMENT_LINES[name])})",
+            [v if j == i else 0.0 for j in range(len(values))],
+            _STATEMENT_COLOURS[name],
+        )
+        for i, (name, v, n) in enumerate(zip(STATEMENT_BARS, values, counts, strict=True))
+    ]
+    return Chart(
+        title=f"Statement for {caller}: {period.spoken}",
+        xlabel="Entries in the period",
+        ylabel=f"Amount ({cur})",
+        categories=STATEMENT_BARS,
+        series=series,
+        value_format=lambda v: money(Decimal(str(v)), cur),
+        empty_note="No invoices or payments in this period",
+        description="; ".join(
+            f"{name} {money(Decimal(str(v)), cur)}"
+            for name, v in zip(STATEMENT_BARS, values, strict=True)
+        ),
+    )
 
 
 async def _billing_statement(ctx: ToolContext, period: Period) -> tuple[bool, Any]:
@@ -151,17 +193,18 @@ async def _billing_statement(ctx: ToolContext, period: Period) -> tuple[bool, An
 
 async def _statement(ctx: ToolContext, period: Period) -> Report:
     billing, found = await _billing_statement(ctx, period)
+    nothing = _statement_chart(ctx.caller, period, [0.0, 0.0, 0.0], [0, 0, 0])
     if not billing:
         return Report(
             STATEMENT_HEADER, [], STATEMENT_BARS, [0.0, 0.0, 0.0],
             f"There is no billing data to report for {period.spoken}. "
-            "Billing is not available at this front desk.",
+            "Billing is not available at this front desk.", nothing,
         )  # fmt: skip
     if found is None:
         return Report(
             STATEMENT_HEADER, [], STATEMENT_BARS, [0.0, 0.0, 0.0],
             f"You have no billing account yet, so there is nothing to report for {period.spoken}. "
-            "Billing opens one the first time you ask about your balance.",
+            "Billing opens one the first time you ask about your balance.", nothing,
         )  # fmt: skip
     await ctx.progress(0.3, "reading payments")
     lines = list(found["lines"])
@@ -186,9 +229,11 @@ async def _statement(ctx: ToolContext, period: Period) -> Report:
          ln["description"], f"{Decimal(ln['amount']):.2f}", ln["status"]]
         for ln in lines
     ]  # fmt: skip
+    values = [float(invoiced), float(paid), float(refunded)]
+    counts = [count("invoice"), count("payment"), count("refund")]
     return Report(
-        STATEMENT_HEADER, rows, STATEMENT_BARS,
-        [float(invoiced), float(paid), float(refunded)], summary,
+        STATEMENT_HEADER, rows, STATEMENT_BARS, values, summary,
+        _statement_chart(ctx.caller, period, values, counts, cur),
     )  # fmt: skip
 
 
@@ -222,10 +267,29 @@ async def _activity(ctx: ToolContext, period: Period) -> Report:
             f"{_plural(len(by_dept), 'department')}: {states}. "
             f"The busiest was {ranked[0][0]} with {_plural(ranked[0][1], 'task')}."
         )
+    departments = [d for d, _ in ranked]
+    statuses = sorted(by_status, key=lambda s: (_STATUS_ORDER.get(s, 9), s))
+    per: Counter[tuple[str, str]] = Counter()
+    for dept, _, status, n in found:
+        per[dept, status] += n
+    chart = Chart(
+        title=f"Activity for {ctx.caller}: {period.spoken}",
+        xlabel="Department",
+        ylabel="Tasks",
+        categories=departments,
+        series=[
+            Series(s, [float(per[d, s]) for d in departments], _STATUS_COLOURS.get(s))
+            for s in statuses
+        ],
+        integer=True,
+        empty_note="No tasks in this period",
+        legend_title="Status",
+        description="; ".join(f"{d} {n} tasks" for d, n in ranked) or "no tasks",
+    )
     return Report(
         ["department", "tool", "status", "count"],
         [[d, t, s, str(n)] for d, t, s, n in found],
-        [d for d, _ in ranked], [float(n) for _, n in ranked], summary,
+        departments, [float(n) for _, n in ranked], summary, chart,
     )  # fmt: skip
 
 
@@ -242,7 +306,18 @@ def _cell(value: str) -> str:
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
-def _write_files(folder: Path, stem: str, report: Report) -> tuple[Path, Path]:
+CHART_FAILED = "drawing it failed (see the log)"
+
+
+def _chart_of(report: Report) -> Chart:
+    if report.chart is not None:
+        return report.chart
+    return Chart("Report", "", "Value", report.labels, [Series("value", report.values)])
+
+
+def _write_files(folder: Path, stem: str, report: Report) -> tuple[Path, Path | None, str | None]:
+    """(csv, png or None, why the chart was skipped or None). The CSV is always written; the
+    chart is skipped, not fatal, without matplotlib or if drawing it fails."""
     folder.mkdir(parents=True, exist_ok=True)
     csv_path, png_path = folder / f"{stem}.csv", folder / f"{stem}.png"
     # Write beside and rename, so a reader (or a re-run after a crash) never sees half a file.
@@ -252,10 +327,18 @@ def _write_files(folder: Path, stem: str, report: Report) -> tuple[Path, Path]:
         writer.writerow(report.header)
         writer.writerows([_cell(c) for c in row] for row in report.rows)
     os.replace(tmp, csv_path)
+    try:
+        image = charts.bar_chart_png(_chart_of(report))
+    except ChartUnavailable as exc:
+        log.warning("report %s: chart skipped: %s", stem, exc)
+        return csv_path.resolve(), None, str(exc)
+    except Exception:
+        log.exception("report %s: drawing the chart failed; the CSV is written", stem)
+        return csv_path.resolve(), None, CHART_FAILED
     tmp = folder / f".{stem}.png.tmp"
-    tmp.write_bytes(bar_chart_png(report.values))
+    tmp.write_bytes(image)
     os.replace(tmp, png_path)
-    return csv_path.resolve(), png_path.resolve()
+    return csv_path.resolve(), png_path.resolve(), None
 
 
 @tool(pattern="background", precheck=validate_report_args)
@@ -270,15 +353,23 @@ async def generate_report(ctx: ToolContext, kind: str, period: str) -> dict[str,
     await ctx.progress(0.6, "writing the spreadsheet and chart")
     config = ctx.config if isinstance(ctx.config, ReportsSettings) else ReportsSettings()
     stem = f"{kind}-{slug(ctx.caller)}-{span.label}-task{ctx.task_id}"
-    csv_path, png_path = await asyncio.to_thread(_write_files, Path(config.path), stem, report)
+    csv_path, png_path, skipped = await asyncio.to_thread(
+        _write_files, Path(config.path), stem, report
+    )
     await ctx.progress(0.95, "finishing up")
+    files = {"csv": str(csv_path)}
+    summary = report.summary
+    if png_path is not None:
+        files["png"] = str(png_path)
+    else:
+        summary += f" The chart was skipped because {skipped}; the spreadsheet has every figure."
     return {
-        "summary": report.summary,
-        "files": {"csv": str(csv_path), "png": str(png_path)},
+        "summary": summary,
+        "files": files,
         "kind": kind,
         "period": span.label,
         "rows": len(report.rows),
-        "chart": {"labels": report.labels, "values": report.values},
+        "chart": {"labels": report.labels, "values": report.values, "skipped": skipped},
     }
 
 
