@@ -66,8 +66,11 @@ async def everywhere(ctx: ToolContext) -> str:
 
 
 def fake_entry_points(monkeypatch: pytest.MonkeyPatch, **modules: object) -> None:
-    """Pretend these modules are installed as entry points named after the keyword."""
-    eps = []
+    """Pretend these modules are installed as entry points named after the keyword, beside the
+    built-ins (the frontdesk distribution's own entry points, which stay as they are)."""
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="frontdesk") if ep.dist and ep.dist.name == "frontdesk"]
     for name, module in modules.items():
         modname = f"fd_fake_{name}"
         if module is not None:
