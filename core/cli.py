@@ -62,6 +62,10 @@ def _register_subcommands() -> None:
     app.add_typer(cli_plugins.app, name="plugins")
     cli_session.register(app)
     cli_voice.register(app)
+    # The console's package imports only typer here; FastAPI loads when `web` runs.
+    from frontdesk.agents.programs import web
+
+    web.register(app)
 
 
 def _register_plugin_commands() -> None:
