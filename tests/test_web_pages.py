@@ -122,7 +122,8 @@ async def test_actions_offered_only_where_the_api_allows_them(store, client):
 @pytest.mark.parametrize(
     "query",
     ["status=exploded", "pattern=x", "since=yesterday", "limit=0", "limit=abc", "before=1.5",
-     "caller=" + "x" * 500],
+     "caller=" + "x" * 500, "since=2026-03-02T00:00&until=2026-03-01T00:00",
+     "tool=a%00b"],
 )  # fmt: skip
 async def test_a_bad_filter_is_one_line_not_a_traceback(client, query):
     r = await client.get(f"/tasks?{query}")
@@ -195,6 +196,7 @@ async def test_calls_page_and_one_call(store, client):
     assert re.findall(r"<strong>(\w+)</strong>", one) == ["triage", "reports"]
     assert row_ids(one) == [ids["report"], ids["failed"]]
     assert "alice" in (await client.get("/calls?caller=alice")).text
+    assert (await client.get("/calls?caller=a%00b")).status_code == 200
     assert "call-b" not in (await client.get("/calls?caller=alice")).text
 
 

@@ -57,12 +57,16 @@ def parse_filters(params: QueryParams) -> tuple[TaskFilter, int, int | None, dic
     for key, value in form.items():
         if len(value) > FIELD_LIMIT:
             raise BadFilter(f"{key} is too long")
+        if "\x00" in value:  # Postgres cannot compare it, and no stored name holds one
+            raise BadFilter(f"{key} has a NUL character")
     if form["status"] and form["status"] not in STATUSES:
         raise BadFilter(f"status must be one of {', '.join(STATUSES)}")
     if form["pattern"] and form["pattern"] not in PATTERNS:
         raise BadFilter(f"pattern must be one of {', '.join(PATTERNS)}")
     since = _time("since", form["since"]) if form["since"] else None
     until = _time("until", form["until"]) if form["until"] else None
+    if since is not None and until is not None and since >= until:
+        raise BadFilter("since must be before until")
     try:
         limit = int(params.get("limit") or PAGE_SIZE)
         before = int(params["before"]) if params.get("before") else None
@@ -164,7 +168,8 @@ async def task_panel(request: Request, task_id: int) -> HTMLResponse:
 
 @router.get("/calls", response_class=HTMLResponse)
 async def calls_page(request: Request) -> HTMLResponse:
-    caller = request.query_params.get("caller", "").strip()[:FIELD_LIMIT] or None
+    caller = request.query_params.get("caller", "").strip()[:FIELD_LIMIT].replace("\x00", "")
+    caller = caller or None
     before_raw = request.query_params.get("before", "").strip()
     try:
         before = _time("before", before_raw) if before_raw else None
