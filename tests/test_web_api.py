@@ -106,7 +106,11 @@ async def test_bad_input_is_a_json_4xx(db_url, store):
             ("/api/tasks/99999999999999999999", 422),
             ("/api/tasks/abc", 422),
             ("/api/tasks/424242", 404),
+            ("/api/tasks?since=0001-01-01T00:00:00%2B05:00", 422),
+            ("/api/tasks?until=9999-12-31T23:59:59-05:00", 422),
             ("/api/calls/nobody", 404),
+            ("/api/calls/%00x", 404),
+            ("/api/calls?caller=%00", 422),
             ("/api/calls?before=soon", 422),
             ("/api/nothing-here", 404),
         ]:

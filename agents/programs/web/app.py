@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from frontdesk.agents.programs.web import api, auth
@@ -118,7 +118,14 @@ def _errors(app: FastAPI) -> None:
         return _message(422, f"{where}: {first.get('msg', 'invalid')}", detail=detail)
 
     @app.exception_handler(StoreUnavailable)
-    @app.exception_handler(SQLAlchemyError)
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
     async def database(_: Request, exc: Exception) -> JSONResponse:
+        # Only "cannot reach it": a statement the database refuses is a bug, answered 500.
         log.warning("database error: %s", exc)
         return _message(503, "the task database is not answering; try again")
+
+    @app.exception_handler(Exception)
+    async def bug(_: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error", exc_info=exc)
+        return _message(500, "internal error")
