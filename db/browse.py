@@ -16,9 +16,11 @@ from typing import Any
 from sqlalchemy import Float, and_, cast, func, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED, Call
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.queries import _sa_where
 from frontdesk.db.records import Task, as_utc
 
 tasks = TaskRow.__table__
@@ -45,7 +47,7 @@ _LOG_COLUMNS = [
 @dataclass(frozen=True)
 class TaskFilter:
     """What a task listing may be narrowed by; None means any. ``since`` is inclusive,
-    ``until`` exclusive, both on ``created_at``."""
+    ``until`` exclusive, both on ``created_at`` (see ``Browse.page`` on their edges)."""
 
     caller: str | None = None
     status: str | None = None
@@ -56,16 +58,16 @@ class TaskFilter:
     since: datetime | None = None
     until: datetime | None = None
 
-    def where(self) -> list[Any]:
-        out: list[Any] = []
+    def conditions(self) -> list[Condition]:
+        out: list[Condition] = []
         for name in ("caller", "status", "department", "tool", "pattern", "session_id"):
             value = getattr(self, name)
             if value is not None:
-                out.append(tasks.c[name] == value)
+                out.append((name, "=", value))
         if self.since is not None:
-            out.append(tasks.c.created_at >= self.since)
+            out.append(("created_at", ">=", self.since))
         if self.until is not None:
-            out.append(tasks.c.created_at < self.until)
+            out.append(("created_at", "<", self.until))
         return out
 
 
@@ -86,17 +88,54 @@ def _call(row: Any) -> dict[str, Any]:
 
 class Browse:
     read_engine: AsyncEngine
+    _hot: HotSql | None
 
     async def page(
         self, where: TaskFilter | None = None, *, limit: int = 50, before: int | None = None
     ) -> list[Task]:
         """At most ``limit`` tasks matching ``where`` with ids below ``before``, newest first."""
-        stmt = select(tasks).where(*(where or TaskFilter()).where())
-        if before is not None:
-            stmt = stmt.where(tasks.c.id < before)
-        stmt = stmt.order_by(tasks.c.id.desc()).limit(limit)
+        where = where or TaskFilter()
+        conds = where.conditions()
+        upper = before
+        # A time bound alone would walk the table by id until it found the page (or found
+        # nothing). ids follow created_at (one writer per process stamps and inserts in order),
+        # so each bound becomes an id bound found through ix_tasks_created_at as well. Only a
+        # row stamped within another process's write-queue delay of the bound can differ.
+        if where.since is not None:
+            low = await self._first_id_from(where.since)
+            if low is None:
+                return []  # nothing was created at or after ``since``
+            conds.append(("id", ">=", low))
+        if where.until is not None:
+            cut = await self._first_id_from(where.until)
+            if cut is not None:
+                upper = cut if upper is None else min(upper, cut)
+        if upper is not None:
+            conds.append(("id", "<", upper))
+        if not conds:
+            conds.append(("id", ">=", 1))  # the hot path's SELECT always has a WHERE
+        hot = self._hot
+        if hot is not None:
+            # On SQLite one hop to the driver's thread (db/hotpath.py): the first page of a
+            # listing costs about what the index lookup does.
+            sql, params = hot.select(conds)
+            sql, params = sql + " LIMIT ?", [*params, limit]
+            rows = await read(self.read_engine, lambda conn: conn.execute(sql, params).fetchall())
+            return [Task(*hot.row(r)) for r in rows]
+        stmt = select(tasks).where(*_sa_where(conds)).order_by(tasks.c.id.desc()).limit(limit)
         async with self.read_engine.connect() as conn:
             return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def _first_id_from(self, when: datetime) -> int | None:
+        """The id of the first task (by created_at) created at or after ``when``."""
+        stmt = (
+            select(tasks.c.id)
+            .where(tasks.c.created_at >= when)
+            .order_by(tasks.c.created_at)
+            .limit(1)
+        )
+        async with self.read_engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar()
 
     async def event_log(
         self, after: int, *, also: Collection[int] = (), limit: int = 500
