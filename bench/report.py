@@ -82,6 +82,7 @@ def markdown(results: dict[str, Any]) -> str:
         "calls": "§6",
         "history": "§7",
         "startup": "§8",
+        "web": "§9",
     }
     for key, label in names.items():
         sec = s.get(key) or {}
@@ -102,6 +103,7 @@ def markdown(results: dict[str, Any]) -> str:
     out += _calls(s.get("calls") or {})
     out += _history(s.get("history") or {})
     out += _startup(s.get("startup") or {})
+    out += _web(s.get("web") or {})
     for key, sec in s.items():
         if isinstance(sec, dict) and "error" in sec:
             out += ["", f"### {key} failed", "", "```", str(sec.get("stderr", ""))[-2000:], "```"]
@@ -316,6 +318,35 @@ def _startup(s: dict[str, Any]) -> list[str]:
         f"| + 50 installed plugins | {b['plugins']} | {b['tools']} | {_f(b['load_ms']['median'], 1)} | {_f(b['load_ms']['p95'], 1)} |",
         f"| added | | | **{_f(s['added_ms'], 1)}** ({_x(s['ratio'])}) | |",
     ]
+
+
+def _web(w: dict[str, Any]) -> list[str]:
+    if "listing" not in w:
+        return []
+    li, lv = w["listing"], w["live"]
+    out = [
+        "",
+        f"## §9 Web console: GET /api/tasks first page at {li['rows']:,} rows "
+        f"(generated in {li['load_seconds']:.1f} s), through the whole app",
+        "",
+        "| filter | median ms | p99 ms | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, f in li["filters"].items():
+        out.append(
+            f"| {name} | {_f(f['ms']['median'])} | {_f(f['ms']['p99'])} | {f['rows_returned']} | "
+            f"{_f(f['raw_sqlite3_ms']['median'], 3)} | `{'; '.join(f['plan'])}` |"
+        )
+    out += [
+        "",
+        f"{lv['clients']} SSE clients, {lv['commits']} commits by another process: commit -> "
+        f"each client median {_f(lv['commit_to_each_client_ms'].get('median'))} ms, p95 "
+        f"{_f(lv['commit_to_each_client_ms'].get('p95'))} ms; -> the last of the {lv['clients']} "
+        f"median {_f(lv['commit_to_last_client_ms'].get('median'))} ms, p95 "
+        f"{_f(lv['commit_to_last_client_ms'].get('p95'))} ms; server CPU with all clients idle "
+        f"{_f(lv['idle_cpu_percent_of_a_core'])}% of a core over {lv['idle_seconds']:.0f} s.",
+    ]
+    return out
 
 
 def chart(results: dict[str, Any], path: Path) -> Path | None:

@@ -86,6 +86,9 @@ def _call(row: Any) -> dict[str, Any]:
     return call
 
 
+_FIRST_FROM_SQL = "SELECT id FROM tasks WHERE created_at >= ? ORDER BY created_at LIMIT 1"
+
+
 class Browse:
     read_engine: AsyncEngine
     _hot: HotSql | None
@@ -128,6 +131,11 @@ class Browse:
 
     async def _first_id_from(self, when: datetime) -> int | None:
         """The id of the first task (by created_at) created at or after ``when``."""
+        hot = self._hot
+        if hot is not None:
+            sql, params = _FIRST_FROM_SQL, [hot.bind("created_at", when)]
+            row = await read(self.read_engine, lambda conn: conn.execute(sql, params).fetchone())
+            return row[0] if row else None
         stmt = (
             select(tasks.c.id)
             .where(tasks.c.created_at >= when)

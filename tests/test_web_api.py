@@ -85,6 +85,13 @@ async def test_time_window(db_url, store):
         local = cut.astimezone(timezone(timedelta(hours=5)))
         shifted = (await c.get("/api/tasks", params={"since": local.isoformat()})).json()
         assert [t["id"] for t in shifted["tasks"]] == [new.id]
+        later = (utcnow() + timedelta(hours=1)).isoformat()
+        assert (await c.get("/api/tasks", params={"since": later})).json()["tasks"] == []
+        assert len((await c.get("/api/tasks", params={"until": later})).json()["tasks"]) == 2
+        both = {"since": cut.isoformat(), "until": later, "caller": "a"}
+        assert [t["id"] for t in (await c.get("/api/tasks", params=both)).json()["tasks"]] == [
+            new.id
+        ]
         naive = cut.replace(tzinfo=None).isoformat()
         assert (await c.get("/api/tasks", params={"until": naive})).json()["tasks"][0][
             "id"
