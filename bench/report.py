@@ -329,14 +329,31 @@ def _web(w: dict[str, Any]) -> list[str]:
         f"## §9 Web console: GET /api/tasks first page at {li['rows']:,} rows "
         f"(generated in {li['load_seconds']:.1f} s), through the whole app",
         "",
-        "| filter | median ms | p99 ms | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",
-        "|---|---|---|---|---|---|",
+        "| filter | median ms | p99 ms | CPU ms (median) | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, f in li["filters"].items():
         out.append(
-            f"| {name} | {_f(f['ms']['median'])} | {_f(f['ms']['p99'])} | {f['rows_returned']} | "
+            f"| {name} | {_f(f['ms']['median'])} | {_f(f['ms']['p99'])} | "
+            f"{_f((f.get('cpu_ms') or {}).get('median'))} | {f['rows_returned']} | "
             f"{_f(f['raw_sqlite3_ms']['median'], 3)} | `{'; '.join(f['plan'])}` |"
         )
+    pg = w.get("listing_postgres") or {}
+    if "filters" in pg:
+        out += [
+            "",
+            f"The same on Postgres ({pg['rows']:,} rows, generated in {pg['load_seconds']:.1f} s):",
+            "",
+            "| filter | median ms | p99 ms | CPU ms (median) | rows |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {name} | {_f(f['ms']['median'])} | {_f(f['ms']['p99'])} | "
+                f"{_f((f.get('cpu_ms') or {}).get('median'))} | {f['rows_returned']} |"
+                for name, f in pg["filters"].items()
+            ),
+        ]
+    elif "skipped" in pg:
+        out += ["", f"Postgres listing skipped: {pg['skipped']}"]
     out += [
         "",
         f"{lv['clients']} SSE clients, {lv['commits']} commits by another process: commit -> "

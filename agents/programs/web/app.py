@@ -66,7 +66,8 @@ def create_app(
         summary="Task history, calls and stats, live; cancel and retry background jobs.",
         version="1",
         lifespan=lifespan,
-        docs_url="/api/docs",
+        # FastAPI's docs pages load Swagger UI from a CDN; the console uses none at run time.
+        docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
     )
