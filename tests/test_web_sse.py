@@ -119,3 +119,20 @@ async def test_an_id_committed_out_of_order_is_still_sent(db_url, store):
                 await slow.exec_driver_sql("NOTIFY frontdesk_task_events")
             _, late = await events.next()
     assert late["note"] == "slow" and late["id"] < first["id"]
+
+
+async def test_the_watch_wakes_on_another_process_commit(db_url, store):
+    """The wake is the store's own signal (data_version on SQLite, NOTIFY from the writer on
+    Postgres), not the fallback poll: with the fallback an hour away, a commit still wakes it."""
+    from frontdesk.db.watch import ChangeWatch
+
+    watch = ChangeWatch(db_url, interval=0.05, fallback=3600)
+    try:
+        await asyncio.wait_for(watch.wait(), 10)  # the first look (and LISTEN) returns at once
+        waiting = asyncio.create_task(watch.wait())
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # nothing changed yet
+        await _write_elsewhere(db_url)
+        await asyncio.wait_for(waiting, 10)
+    finally:
+        await watch.aclose()
