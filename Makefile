@@ -12,9 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# The demo is the Harbor Light Hotel: its profile and knowledge base are examples/demo/.
 demo: $(STAMP)
 	@rm -f demo.db
-	FRONTDESK_DATABASE_URL=sqlite+aiosqlite:///demo.db FRONTDESK_REPORTS_PATH=reports $(BIN)/frontdesk demo
+	FRONTDESK_PROFILE=examples/demo/frontdesk.toml FRONTDESK_DATABASE_URL=sqlite+aiosqlite:///demo.db \
+		FRONTDESK_REPORTS_PATH=reports $(BIN)/frontdesk demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

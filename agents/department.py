@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 from livekit.agents import Agent, llm
 
 from frontdesk.agents.handoff import transfer_tools
+from frontdesk.agents.patterns import function_tool_for
 from frontdesk.core.department import Department
-from frontdesk.core.patterns import function_tool_for
 
 if TYPE_CHECKING:
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.call import Call
 
 COMMON = """
-You are part of a hotel front desk reached by phone or web. Keep answers short and speakable:
-one or two sentences, no lists or markdown. Never invent facts a tool did not give you. If a
+You work at {business}, answering callers by phone or web. Keep answers short and
+speakable: one or two sentences, no lists or markdown. Never invent facts a tool did not give you. If a
 request belongs to another desk, transfer the caller with the matching transfer tool instead
 of answering it yourself. If a tool says something failed, tell the caller plainly.
 """
@@ -25,7 +25,7 @@ class DepartmentAgent(Agent):
     def __init__(
         self,
         spec: Department,
-        runtime: CallRuntime,
+        runtime: Call,
         *,
         chat_ctx: llm.ChatContext | None = None,
         arrived_from: str | None = None,
@@ -39,7 +39,13 @@ class DepartmentAgent(Agent):
         tools += transfer_tools(runtime, spec.name)
         super().__init__(
             id=spec.name,
-            instructions=f"{spec.instructions.strip()}\n{COMMON}\n{runtime.caller_facts()}",
+            instructions="\n".join(
+                (
+                    runtime.registry.instructions_for(spec),
+                    COMMON.format(business=runtime.registry.profile.business.name),
+                    runtime.caller_facts(),
+                )
+            ),
             tools=tools,
             chat_ctx=chat_ctx,
         )

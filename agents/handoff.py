@@ -9,10 +9,10 @@ from livekit.agents import RunContext, llm
 from livekit.agents.llm import function_tool
 
 if TYPE_CHECKING:
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.call import Call
 
 
-def transfer_tools(runtime: CallRuntime, current: str) -> list[llm.Tool]:
+def transfer_tools(runtime: Call, current: str) -> list[llm.Tool]:
     """``transfer_to_<name>`` for every other desk, triage included, generated from the
     registry so a plugin's department is reachable with no change to our code."""
     tools = []
@@ -23,9 +23,7 @@ def transfer_tools(runtime: CallRuntime, current: str) -> list[llm.Tool]:
     return tools
 
 
-def _transfer_tool(
-    runtime: CallRuntime, target: str, description: str, keywords: list[str]
-) -> llm.Tool:
+def _transfer_tool(runtime: Call, target: str, description: str, keywords: list[str]) -> llm.Tool:
     topics = f" Topics: {', '.join(keywords)}." if keywords else ""
     schema = {
         "name": f"transfer_to_{target}",

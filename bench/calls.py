@@ -52,8 +52,8 @@ def child(argv: list[str]) -> None:
 
 
 async def _child(n: int) -> dict[str, Any]:
-    from frontdesk.core.scenario import parse_scenario
-    from frontdesk.core.simulate import simulate
+    from frontdesk.agents.programs.scenario import parse_scenario
+    from frontdesk.agents.programs.simulate import simulate
 
     with scratch("calls-") as dir_:
         settings = bench_settings(sqlite_url(dir_ / "calls.db"))
@@ -75,7 +75,7 @@ async def _child(n: int) -> dict[str, Any]:
         lag.start()
         start = time.perf_counter()
         if n == 0:
-            from frontdesk.core.simulate import Environment
+            from frontdesk.agents.programs.simulate import Environment
 
             env = await Environment.open(settings, registry)  # idle: the baseline
             await asyncio.sleep(3.0)

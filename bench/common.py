@@ -119,10 +119,13 @@ def bench_settings(db_url: str, **overrides: Any) -> Any:
     """Settings for an offline run: no installed plugins, quick polls unless overridden."""
     from frontdesk.core.settings import Settings
 
+    # The reports plugin's own setting (register_settings), not a core one.
+    os.environ.setdefault(
+        "FRONTDESK_REPORTS_PATH", str(Path(tempfile.gettempdir()) / "frontdesk-bench-reports")
+    )
     values: dict[str, Any] = dict(
         database_url=db_url,
         load_plugins="",
-        reports_path=Path(tempfile.gettempdir()) / "frontdesk-bench-reports",
         ack_after_seconds=5.0,
     )
     values.update(overrides)

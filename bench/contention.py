@@ -24,6 +24,8 @@ from typing import Any
 
 from common import BENCH, ratio, scratch, sqlite_url, summary
 
+from frontdesk.core.schema import open_store
+
 # -- a call process ---------------------------------------------------------------------------
 
 
@@ -37,10 +39,9 @@ def call_child(argv: list[str]) -> None:
 async def _call_main(
     url: str, mode: str, seconds: float, start: float, seed: int
 ) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
 
     rng = random.Random(seed)
-    store = await TaskStore.open(url)
+    store = await open_store(url)
     latencies: list[float] = []
     errors: list[str] = []
     expected: dict[int, tuple[str, int]] = {}  # task id -> (final status, events we wrote)
@@ -241,7 +242,6 @@ def _account(db: Path, results: list[dict[str, Any]], jobs: list[int]) -> dict[s
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
 
     realistic_s, burst_s, base_s = (3.0, 2.0, 3.0) if quick else (10.0, 5.0, 10.0)
     out: dict[str, Any] = {}
@@ -253,7 +253,7 @@ async def run(quick: bool) -> dict[str, Any]:
         with scratch("contention-") as dir_:
             db = dir_ / "shared.db"
             url = sqlite_url(db)
-            store = await TaskStore.open(url)  # migrate once, before anyone starts
+            store = await open_store(url)  # migrate once, before anyone starts
             await store.close()
             out[name] = await scenario(url, db, procs, mode, seconds)
     base = out["baseline_1_process"]["latency_ms"].get("p99")

@@ -22,6 +22,8 @@ from typing import Any
 
 from common import BENCH, bench_settings, kit_registry, ratio, scratch, sqlite_url, summary
 
+from frontdesk.core.schema import open_store
+
 # -- the runner process ----------------------------------------------------------------------
 
 
@@ -33,11 +35,10 @@ def runner_child(argv: list[str]) -> None:
 async def _runner_main(url: str) -> None:
     from frontdesk.core.runner import Runner
     from frontdesk.db.models import FINISHED
-    from frontdesk.db.store import TaskStore
 
     settings = bench_settings(url)
     registry = kit_registry(settings)
-    store = await TaskStore.open(url)
+    store = await open_store(url)
 
     def observe(event: Any) -> None:
         if event.status in FINISHED:
@@ -101,10 +102,9 @@ async def stop_runner(proc: asyncio.subprocess.Process, reader: asyncio.Task[Non
 async def run(quick: bool) -> dict[str, Any]:
     from livekit.agents import AgentSession
 
-    from frontdesk.core.followups import FollowupWatcher
-    from frontdesk.core.session import CallRuntime
-    from frontdesk.core.testing import ScriptedLLM
-    from frontdesk.db.store import TaskStore
+    from frontdesk.agents.followups import FollowupWatcher
+    from frontdesk.agents.runtime import CallRuntime
+    from frontdesk.agents.testing import ScriptedLLM
 
     jobs = 10 if quick else 40
     idle_calls = 10
@@ -113,7 +113,7 @@ async def run(quick: bool) -> dict[str, Any]:
         url = sqlite_url(dir_ / "delivery.db")
         settings = bench_settings(url)  # production poll intervals (0.2 s)
         registry = kit_registry(settings)
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         watcher = FollowupWatcher(store, settings.followup_poll_seconds)
         delivered: dict[int, float] = {}
         spoken: dict[int, float] = {}

@@ -23,6 +23,8 @@ from typing import Any
 
 from common import ratio, scratch, sqlite_url, summary
 
+from frontdesk.core.schema import open_store
+
 CALLERS = 20_000
 TOOLS = ("lookup", "charge", "note", "experiment", "search_kb", "pay_invoice", "report", "my_tasks")
 DEPARTMENTS = ("search", "billing", "reports", "triage", "lab")
@@ -129,7 +131,6 @@ FLOORS = {
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
 
     rows = 1_000_000
     lookups = 100 if quick else 300
@@ -137,11 +138,11 @@ async def run(quick: bool) -> dict[str, Any]:
     with scratch("history-") as dir_:
         db = dir_ / "history.db"
         url = sqlite_url(db)
-        store = await TaskStore.open(url)  # migrate
+        store = await open_store(url)  # migrate
         await store.close()
         load_seconds = generate(db, rows)
 
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         rng = random.Random(1)
         callers = [f"caller-{rng.randrange(CALLERS)}" for _ in range(lookups + 20)]
         ours: list[float] = []

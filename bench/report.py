@@ -82,7 +82,8 @@ def markdown(results: dict[str, Any]) -> str:
         "calls": "§6",
         "history": "§7",
         "startup": "§8",
-        "web": "§9",
+        "search": "§9",
+        "web": "§10",
     }
     for key, label in names.items():
         sec = s.get(key) or {}
@@ -103,6 +104,7 @@ def markdown(results: dict[str, Any]) -> str:
     out += _calls(s.get("calls") or {})
     out += _history(s.get("history") or {})
     out += _startup(s.get("startup") or {})
+    out += _search(s.get("search") or {})
     out += _web(s.get("web") or {})
     for key, sec in s.items():
         if isinstance(sec, dict) and "error" in sec:
@@ -320,13 +322,30 @@ def _startup(s: dict[str, Any]) -> list[str]:
     ]
 
 
+def _search(s: dict[str, Any]) -> list[str]:
+    if "queries" not in s:
+        return []
+    out = [
+        "",
+        "## §9 Knowledge-base search with hostile queries (demo KB, index built)",
+        "",
+        f"Each query {s['reps']} times through `search_kb`; tests/test_search.py checks the answers.",
+        "",
+        "| query | median ms | max ms |",
+        "|---|---|---|",
+    ]
+    for label, q in s["queries"].items():
+        out.append(f"| {label} | {_f(q['median'], 2)} | {_f(q['max'], 2)} |")
+    return out
+
+
 def _web(w: dict[str, Any]) -> list[str]:
     if "listing" not in w:
         return []
     li, lv = w["listing"], w["live"]
     out = [
         "",
-        f"## §9 Web console: GET /api/tasks first page at {li['rows']:,} rows "
+        f"## §10 Web console: GET /api/tasks first page at {li['rows']:,} rows "
         f"(generated in {li['load_seconds']:.1f} s), through the whole app",
         "",
         "| filter | median ms | p99 ms | CPU ms (median) | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",

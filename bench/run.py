@@ -33,7 +33,8 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "calls": ("calls", "§6 Concurrent calls in one process"),
     "history": ("history", "§7 History with 1,000,000 tasks"),
     "startup": ("startup", "§8 Plugin discovery with 50 plugins"),
-    "web": ("web", "§9 Web console: GET /api/tasks at 1M rows, 50 SSE clients"),
+    "search": ("search_queries", "§9 Knowledge-base search with hostile queries"),
+    "web": ("web", "§10 Web console: GET /api/tasks at 1M rows, 50 SSE clients"),
 }
 SECTION_TIMEOUT = 300  # seconds; a hung section is reported, and the rest still run
 

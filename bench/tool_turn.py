@@ -100,10 +100,10 @@ async def run(quick: bool) -> dict[str, Any]:
     from livekit.agents import Agent, AgentSession
     from livekit.agents.llm import ChatContext
 
-    from frontdesk.core.patterns import function_tool_for
-    from frontdesk.core.session import CallRuntime
-    from frontdesk.core.simulate import Environment
-    from frontdesk.core.testing import ScriptedLLM
+    from frontdesk.agents.patterns import function_tool_for
+    from frontdesk.agents.programs.simulate import Environment
+    from frontdesk.agents.runtime import CallRuntime
+    from frontdesk.agents.testing import ScriptedLLM
 
     turns = 20 if quick else 60
     interrupts = 20 if quick else 60

@@ -1,7 +1,7 @@
-"""§9 The web console: ``GET /api/tasks`` at 1,000,000 rows, and 50 SSE clients.
+"""§10 The web console: ``GET /api/tasks`` at 1,000,000 rows, and 50 SSE clients.
 
 1. The listing: 1M task rows (bench/history.py's generator, indexes rebuilt from the
-   migrations, so web_0003's per-filter indexes included), then the first page (50 rows) of
+   migrations, so 0003's per-filter indexes included), then the first page (50 rows) of
    ``GET /api/tasks`` with each single filter, through the whole app (httpx's ASGI transport:
    routing, validation, the query, JSON), median and p99 per filter. The query plan of each is
    recorded to show which index serves it. Baseline: the same SELECT on raw sqlite3.
@@ -128,14 +128,14 @@ async def listing_postgres(quick: bool) -> dict[str, Any]:
     import pgtest
     from sqlalchemy.engine import make_url
 
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core.schema import open_store
 
     if pgtest.check_server() is not None:
         return {"skipped": pgtest.check_server()}
     rows = 200_000 if quick else 1_000_000
     reps = 40 if quick else 300
     with pgtest.fresh_database("bench_web") as url:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         await store.close()
         u = make_url(url)
         conn = await asyncpg.connect(
@@ -170,7 +170,7 @@ async def listing_postgres(quick: bool) -> dict[str, Any]:
 
 
 async def listing(quick: bool) -> dict[str, Any]:
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core.schema import open_store
 
     rows = 200_000 if quick else 1_000_000
     reps = 40 if quick else 300
@@ -178,7 +178,7 @@ async def listing(quick: bool) -> dict[str, Any]:
     with scratch("web-") as dir_:
         db = dir_ / "web.db"
         url = sqlite_url(db)
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         await store.close()
         out["load_seconds"] = generate(db, rows)
         out["filters"] = await _time_listing(url, rows, reps)
@@ -207,9 +207,9 @@ def writer_child(argv: list[str]) -> None:
 
 
 async def _writer_main(url: str) -> None:
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core.schema import open_store
 
-    store = await TaskStore.open(url)
+    store = await open_store(url)
     print(json.dumps({"ready": True}), flush=True)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()

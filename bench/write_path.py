@@ -23,6 +23,8 @@ from typing import Any
 
 from common import percentile, ratio, scratch, sqlite_url, summary
 
+from frontdesk.core.schema import open_store
+
 UPDATE_SQL = "UPDATE tasks SET status = ?, started_at = ? WHERE id = ? AND status = ?"
 EVENT_SQL = "INSERT INTO task_events (task_id, at, status, note) VALUES (?, ?, ?, ?)"
 NOW = "2026-01-01 00:00:00.000000"
@@ -45,9 +47,8 @@ class Path_:
 
 
 async def _migrated(path: Path) -> None:
-    from frontdesk.db.store import TaskStore
 
-    store = await TaskStore.open(sqlite_url(path))
+    store = await open_store(sqlite_url(path))
     await store.close()
 
 
@@ -163,13 +164,12 @@ async def frontdesk_store(
 ) -> Path_:
     """Our TaskStore; with ``hot=False`` its SQLAlchemy Core path (what every write took before
     db/hotpath.py, and what Postgres takes), for a before/after in the same run."""
-    from frontdesk.db.store import TaskStore
 
     tag = synchronous.lower() + ("" if hot else "_core")
     db = dir_ / f"frontdesk-{tag}.db"
     await _migrated(db)
     ids = _seed(db, tasks)
-    store = await TaskStore.open(sqlite_url(db))
+    store = await open_store(sqlite_url(db))
     if not hot:
         store._hot = None
         store._writer.raw = False

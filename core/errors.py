@@ -1,25 +1,29 @@
 """Exceptions that cross module boundaries.
 
 They carry messages that are safe to show: a caller hears ``ToolError`` text, an operator sees
-``FrontdeskError`` text on one line with exit code 2.
+``FrontdeskError`` text on one line with exit code 2. The store's errors come from
+``frontdesk.db.errors`` and are re-exported here for the layers above.
 """
 
 from __future__ import annotations
 
+from frontdesk.db.errors import (
+    ConfigError,
+    FrontdeskError,
+    NotCancellable,
+    StoreUnavailable,
+    TaskNotFound,
+)
 
-class FrontdeskError(Exception):
-    """A problem an operator can fix: bad configuration, an unknown id, an unreadable file."""
-
-
-class ConfigError(FrontdeskError):
-    """Settings that cannot work, such as a malformed database URL."""
+__all__ = [
+    "ConfigError",
+    "FrontdeskError",
+    "NotCancellable",
+    "StoreUnavailable",
+    "TaskNotFound",
+    "ToolError",
+]
 
 
 class ToolError(Exception):
     """A tool failed in a way the caller may hear about; the message must be caller-safe."""
-
-
-class TaskNotFound(FrontdeskError):
-    def __init__(self, task_id: object) -> None:
-        super().__init__(f"task {task_id} not found")
-        self.task_id = task_id

@@ -48,10 +48,39 @@ def register_commands(cli: Any) -> None:
 
 
 @hookspec
+def register_settings(register: Callable[..., None]) -> None:
+    """Declare the plugin's own settings.
+
+    Call ``register(MySettings)`` with a ``pydantic_settings.BaseSettings`` subclass (at most
+    one per plugin). frontdesk fills it from ``FRONTDESK_<PLUGIN>_<FIELD>`` variables (the
+    plugin's name upper-cased, ``-`` as ``_``), then ``.env``, then the profile's
+    ``[plugins.<name>]`` table, validates it when plugins load, and hands the instance to the
+    plugin's tools as ``ctx.config`` and to ``frontdesk doctor``. A bad value is one line naming
+    the variable (or the profile key); the commands that run calls refuse to start on it.
+    Fields whose name contains ``key``, ``secret``, ``token`` or ``password`` are never
+    printed. Return nothing.
+    """
+
+
+@hookspec
+def register_migrations(register: Callable[..., None]) -> None:
+    """Ship the plugin's own tables.
+
+    Call ``register(path)`` with the plugin's Alembic versions folder (a ``Path``, usually
+    ``Path(__file__).parent / "migrations"``). Its first revision has ``down_revision = None``
+    and ``branch_labels = ("<plugin name>",)``; revision ids must be unique across plugins, so
+    prefix them with the plugin's name. The branch keeps its own version table
+    (``alembic_version_<plugin>``): ``frontdesk db upgrade`` takes core and every loaded
+    plugin's branch to its head, and ``db current`` shows each. Read and write the tables with
+    ``ctx.database``. Return nothing.
+    """
+
+
+@hookspec
 def on_task_event(event: Any) -> None:
     """Observe every task transition, after it is committed.
 
-    Called with a ``frontdesk.db.store.TaskEvent`` (task id, caller, tool, plugin, department,
+    Called with a ``TaskEvent`` (task id, caller, tool, plugin, department,
     status, note, progress, at) for every state change, in every process. It runs in the
     background: it may be sync or async, its return value is ignored, and if it raises or
     hangs past ``FRONTDESK_HOOK_TIMEOUT_SECONDS`` the error is logged and the call goes on.

@@ -1,18 +1,16 @@
 """The plugin host: one pluggy manager for built-in and third-party plugins.
 
-Built-ins (``frontdesk.plugins.<name>``) are registered by module first, then the ``frontdesk``
-entry-point group sorted by name, then any ``extra`` plugins; that order decides every "first
-one wins". Hooks are called one plugin at a time, each under a timeout, so a plugin that fails
+Every plugin is an entry point of the ``frontdesk`` group; the frontdesk distribution's own
+(``frontdesk.plugins.<name>``) load first, then the others sorted by name, then any ``extra``
+plugins; that order decides every "first one wins". Hooks are called one plugin at a time, each under a timeout, so a plugin that fails
 to import, raises, hangs, returns garbage or registers something invalid is reported with its
 name and reason and that part is left out, while everything else loads.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -20,166 +18,52 @@ import pluggy
 
 from frontdesk.core import hookspecs
 from frontdesk.core.department import Department
-from frontdesk.core.observers import HookTimeout, Observers, call_kwargs, call_with_timeout
-from frontdesk.core.settings import Settings
+from frontdesk.core.errors import ConfigError
+from frontdesk.core.plugin_extras import collect_migrations, collect_settings
+from frontdesk.core.profile import Profile, load_profile
+from frontdesk.core.registry import (
+    ALL,
+    RESERVED_PREFIX,
+    TRIAGE,
+    PluginInfo,
+    Registry,
+    _impls,
+    _run_hook,
+)
+from frontdesk.core.settings import Settings, load_settings
 from frontdesk.core.tools import ToolSpec
 
 log = logging.getLogger("frontdesk.plugins")
 
-BUILTINS = ("tasks", "search", "billing", "reports", "analytics")
-ALL = "*"
-TRIAGE = "triage"
-# Triage and the departments generate handoff tools with this prefix; a plugin tool with the
-# same name would make LiveKit reject the agent's tool list mid-call.
-RESERVED_PREFIX = "transfer_to_"
+__all__ = [
+    "ALL",
+    "TRIAGE",
+    "PluginInfo",
+    "Registry",
+    "builtin_names",
+    "department_names",
+    "load",
+]
 
 
-@dataclass
-class PluginInfo:
-    name: str
-    source: str  # "builtin", "entry point" or "extra"
-    version: str | None = None
-    hooks: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    module: Any = None
-    distribution: str | None = None
-    commands: list[str] = field(default_factory=list)
-    skipped: str | None = None  # why it was not loaded at all (deny/allow list, name taken)
-
-    @property
-    def status(self) -> str:
-        if self.skipped:
-            return "skipped"
-        return "failed" if self.module is None else "loaded"
-
-    def to_json(self, registry: Registry) -> dict[str, Any]:
-        tools: dict[str, list[str]] = {}  # department (or "*") -> this plugin's tools there
-        for name, spec in registry.tools.items():
-            if spec.plugin == self.name:
-                for dept in sorted(registry.tool_departments.get(name, ())):
-                    tools.setdefault(dept, []).append(name)
-        return {
-            "name": self.name,
-            "version": self.version,
-            "source": self.source,
-            "distribution": self.distribution,
-            "status": self.status,
-            "skipped": self.skipped,
-            "hooks": self.hooks,
-            "departments": sorted(
-                d.name for d in registry.departments.values() if d.plugin == self.name
-            ),
-            "tools": tools,
-            "commands": self.commands,
-            "errors": self.errors,
-        }
-
-
-@dataclass
-class Registry:
-    """Everything the plugins registered, with what went wrong along the way."""
-
-    pm: pluggy.PluginManager
-    plugins: dict[str, PluginInfo] = field(default_factory=dict)
-    departments: dict[str, Department] = field(default_factory=dict)
-    tools: dict[str, ToolSpec] = field(default_factory=dict)
-    # tool name -> department names it is offered in ("*" = every department, triage too)
-    tool_departments: dict[str, set[str]] = field(default_factory=dict)
-    hook_timeout: float = 5.0
-    skipped: list[PluginInfo] = field(default_factory=list)
-    # {"kind": "tool" | "department" | "plugin", "name", "winner", "loser"}
-    conflicts: list[dict[str, str]] = field(default_factory=list)
-    _observers: Observers | None = field(default=None, repr=False)
-
-    @property
-    def errors(self) -> list[str]:
-        every = [*self.plugins.values(), *self.skipped]
-        return [f"{p.name}: {e}" for p in every for e in p.errors]
-
-    def tools_for(self, department: str) -> list[ToolSpec]:
-        """Tools offered in ``department`` in registration order."""
-        return [
-            spec
-            for name, spec in self.tools.items()
-            if department in self.tool_departments.get(name, ())
-            or ALL in self.tool_departments.get(name, ())
-        ]
-
-    def observe(self, event: Any) -> None:
-        """Queue a committed task event for every ``on_task_event`` hook; returns at once.
-
-        Safe to call from the store's writer: it never raises and never waits.
-        """
-        try:
-            if self._observers is None:
-                impls = _impls(self, "on_task_event")  # plugins are fixed once loaded
-                self._observers = Observers(impls, self.hook_timeout, self._report)
-            self._observers.put(event)
-        except Exception:
-            log.exception("on_task_event dispatch failed")
-
-    async def drain(self, timeout: float = 2.0) -> None:
-        """Wait up to ``timeout`` seconds for queued events to reach observers (at shutdown)."""
-        if self._observers is not None:
-            await self._observers.drain(timeout)
-
-    def _report(self, plugin: str, message: str) -> None:
-        if plugin in self.plugins:
-            self.plugins[plugin].errors.append(message)
-
-    def add_commands(self, cli: Any) -> None:
-        """Let every plugin's ``register_commands`` add to ``cli``, each isolated and timed.
-
-        Each hook gets a scratch app of the same kind; its commands join ``cli`` only if the
-        hook succeeded, so a hook that raises halfway or hangs adds nothing (an abandoned
-        thread can only touch its scratch app), and a command name that is taken (``start``,
-        ``tasks``, another plugin's) is reported as a conflict instead of replacing it."""
-        taken = {_command_name(c) for c in _commands(cli)}
-        for impl in _impls(self, "register_commands"):
-            info = self.plugins[impl.plugin_name]
-            scratch = type(cli)()
-            if not _run_hook(self, info, impl, "register_commands", cli=scratch):
-                continue
-            for entry, kind in _commands_with_kind(scratch):
-                name = _command_name(entry)
-                if name in taken:
-                    info.errors.append(f"command {name!r} is already taken; left out")
-                    self.conflicts.append(
-                        {"kind": "command", "name": name, "winner": "earlier", "loser": info.name}
-                    )
-                    continue
-                taken.add(name)
-                getattr(cli, kind).append(entry)
-                info.commands.append(name)
-
-
-def _commands_with_kind(cli: Any) -> list[tuple[Any, str]]:
-    return [(c, "registered_commands") for c in getattr(cli, "registered_commands", [])] + [
-        (g, "registered_groups") for g in getattr(cli, "registered_groups", [])
-    ]
-
-
-def _commands(cli: Any) -> list[Any]:
-    return [entry for entry, _ in _commands_with_kind(cli)]
-
-
-def _command_name(entry: Any) -> str:
-    if getattr(entry, "name", None):
-        return str(entry.name)
-    fallback = getattr(getattr(entry, "callback", None), "__name__", "?")
-    return fallback.replace("_", "-")
-
-
-def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] = ()) -> Registry:
-    """Discover plugins and build the registry. Never raises because of a plugin.
+def load(
+    settings: Settings | None = None,
+    *,
+    extra: Iterable[tuple[str, Any]] = (),
+    profile: Profile | None = None,
+) -> Registry:
+    """Discover plugins and build the registry. Never raises because of a plugin; raises
+    ``ConfigError`` for a bad profile (the operator's file, named in one line).
 
     ``extra`` adds (name, module-or-object) plugins, as tests and embedders do; the deny-list
-    applies to them, the allow-list (which is for installed plugins) does not.
+    applies to them, the allow-list (which is for installed plugins) does not. ``profile``
+    defaults to ``frontdesk.toml`` or the file ``FRONTDESK_PROFILE`` names.
     """
-    settings = settings or Settings()
+    settings = settings or load_settings()
+    profile = profile if profile is not None else load_profile()
     pm = pluggy.PluginManager("frontdesk")
     pm.add_hookspecs(hookspecs)
-    registry = Registry(pm=pm, hook_timeout=settings.hook_timeout_seconds)
+    registry = Registry(pm=pm, hook_timeout=settings.hook_timeout_seconds, profile=profile)
     allow = Settings.split(settings.load_plugins)
     deny = set(Settings.split(settings.disable_plugins) or [])
 
@@ -210,33 +94,57 @@ def load(settings: Settings | None = None, *, extra: Iterable[tuple[str, Any]] =
         _register(registry, info)
     _report_unknown_hooks(registry)
     _collect(registry)
+    collect_settings(registry, _impls(registry, "register_settings"))
+    collect_migrations(registry, _impls(registry, "register_migrations"))
+    _apply_profile(registry)
     for err in registry.errors:
-        log.warning("plugin %s", err)
+        if ": settings: " not in err:  # a bad setting is the command's one error line
+            log.warning("plugin %s", err)
     return registry
+
+
+def _apply_profile(registry: Registry) -> None:
+    """Switch off the desks the profile disables; a desk it names that no plugin registered is
+    the operator's mistake, reported in one line."""
+    profile = registry.profile
+    for name, desk in profile.departments.items():
+        if name != TRIAGE and name not in registry.departments:
+            known = ", ".join([TRIAGE, *registry.departments]) or "none"
+            raise ConfigError(
+                f"{profile.key('departments', name)}: no such department (known: {known})"
+            )
+        if not desk.enabled:
+            if name == TRIAGE:
+                raise ConfigError(
+                    f"{profile.key('departments', name, 'enabled')}: triage cannot be switched off"
+                )
+            registry.departments.pop(name)
+            for where in registry.tool_departments.values():
+                where.discard(name)
 
 
 def _candidates(
     allow: list[str] | None, deny: set[str], extra: Iterable[tuple[str, Any]]
 ) -> Iterable[tuple[PluginInfo, Callable[[], Any]]]:
-    """Every plugin we know of, in load order, with how to import it (not yet imported)."""
-    for name in BUILTINS:
-        info = PluginInfo(name=name, source="builtin", version=_version("frontdesk"))
-        info.distribution = "frontdesk"
-        if name in deny:
-            info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
-        yield info, lambda name=name: importlib.import_module(f"frontdesk.plugins.{name}")
+    """Every plugin we know of, in load order, with how to import it (not yet imported).
+
+    The built-ins are entry points of the frontdesk distribution itself, found like any other
+    plugin; they load first, and the allow-list (which is for installed plugins) spares them."""
 
     # Sorting makes "first one wins" independent of sys.path and install order.
-    def key(ep: Any) -> tuple[str, str, str]:
-        return (ep.name, _dist_name(ep) or "", ep.value)
+    def key(ep: Any) -> tuple[bool, str, str, str]:
+        return (_dist_name(ep) != "frontdesk", ep.name, _dist_name(ep) or "", ep.value)
 
     for ep in sorted(entry_points(group="frontdesk"), key=key):
         dist = _dist_name(ep)
-        info = PluginInfo(name=ep.name, source="entry point", version=_version(dist))
+        builtin = dist == "frontdesk"
+        info = PluginInfo(
+            name=ep.name, source="builtin" if builtin else "entry point", version=_version(dist)
+        )
         info.distribution = dist
         if ep.name in deny:
             info.skipped = "disabled by FRONTDESK_DISABLE_PLUGINS"
-        elif allow is not None and ep.name not in allow:
+        elif not builtin and allow is not None and ep.name not in allow:
             info.skipped = "not in FRONTDESK_LOAD_PLUGINS"
         yield info, ep.load
 
@@ -284,14 +192,6 @@ def _report_unknown_hooks(registry: Registry) -> None:
             mine = [i for i in caller.get_hookimpls() if i.plugin_name == info.name]
             if any(not i.optionalhook for i in mine):
                 info.errors.append(f"implements unknown hook {caller.name!r}")
-
-
-def _impls(registry: Registry, hook: str) -> list[Any]:
-    # pluggy calls the last registered first; we want load order for "first one wins".
-    order = list(registry.plugins)
-    caller = getattr(registry.pm.hook, hook, None)
-    impls = caller.get_hookimpls() if caller is not None else []
-    return sorted(impls, key=lambda i: order.index(i.plugin_name) if i.plugin_name in order else 0)
 
 
 def _collect(registry: Registry) -> None:
@@ -407,29 +307,6 @@ def _add_tool(registry: Registry, info: PluginInfo, spec: ToolSpec, departments:
     return True
 
 
-def _run_hook(registry: Registry, info: PluginInfo, impl: Any, hook: str, **kwargs: Any) -> bool:
-    """Call one plugin's hook under the timeout; False (reported) if it raised, hung or
-    returned something. Hooks only call ``register``, so a return value means a mistake such as
-    ``return [Department(...)]`` and we refuse to guess."""
-    # Registrations are staged, so a failed hook's are dropped (commands go straight in).
-    dropped = "" if hook == "register_commands" else "; what it registered was left out"
-    try:
-        result = call_with_timeout(
-            impl.function, registry.hook_timeout, **call_kwargs(impl, kwargs)
-        )
-    except HookTimeout as exc:
-        info.errors.append(f"{hook} {exc}{dropped}")
-        return False
-    except Exception as exc:
-        info.errors.append(f"{hook} raised {exc!r}{dropped}")
-        return False
-    if result is not None:
-        shown = repr(result) if len(repr(result)) <= 120 else repr(result)[:117] + "..."
-        info.errors.append(f"{hook} returned {shown}; hooks return None{dropped}")
-        return False
-    return True
-
-
 def _dist_name(ep: Any) -> str | None:
     dist = getattr(ep, "dist", None)
     return getattr(dist, "name", None) if dist is not None else None
@@ -444,6 +321,13 @@ def _version(dist_name: str | None) -> str | None:
         return version(dist_name)
     except Exception:
         return None
+
+
+def builtin_names() -> list[str]:
+    """The frontdesk distribution's own plugins: its entry points in the ``frontdesk`` group."""
+    return sorted(
+        ep.name for ep in entry_points(group="frontdesk") if _dist_name(ep) == "frontdesk"
+    )
 
 
 def department_names(registry: Registry) -> list[str]:

@@ -80,7 +80,7 @@ def invalid_input_sentence(spec: ToolSpec, text: str) -> str:
     sentence rather than read back."""
     text = mask_secrets(text)
     if len(text) > MAX_SENTENCE or not text.isprintable():
-        return f"I couldn't use those details for {spec.name.replace('_', ' ')}."
+        return "I couldn't use those details."
     return text
 
 
@@ -125,11 +125,13 @@ def job_args_problem(args: dict[str, Any]) -> str | None:
 
 
 def to_jsonable(value: Any) -> Any:
-    """A tool's result as plain JSON; NaN and infinities (which Postgres JSON refuses)
-    become null. Never raises: what JSON cannot hold (tuple keys, cycles) is kept as text,
-    because a result that cannot be recorded would leave its row running and its job re-run."""
+    """A tool's result as it may be stored and read by the LLM: plain JSON, card numbers and
+    named security codes masked (a tool may echo what the caller said). NaN and infinities
+    (which Postgres JSON refuses) become null. Never raises: what JSON cannot hold (tuple
+    keys, cycles) is kept as text, because a result that cannot be recorded would leave its
+    row running and its job re-run."""
     try:
         text = json.dumps(value, default=str)
     except (TypeError, ValueError):
         text = json.dumps(str(value))
-    return json.loads(text, parse_constant=lambda _c: None)
+    return mask_secrets(json.loads(text, parse_constant=lambda _c: None))

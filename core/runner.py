@@ -18,12 +18,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
+from frontdesk.core.execution import execute, failure, stable_key
 from frontdesk.core.host import Registry
-from frontdesk.core.patterns import execute, failure, stable_key, to_jsonable
-from frontdesk.core.recording import RESTART, record, stored_error
+from frontdesk.core.recording import RESTART, record, stored_error, to_jsonable
+from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
-from frontdesk.core.tools import ToolContext
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task, TaskStore
 
@@ -224,7 +225,7 @@ class Runner:
             idempotency_key=f"job-{job.id}",
             store=self.store,
             hook=self.registry.pm.hook,
-            settings=self.settings,
+            config=self.registry.configs.get(spec.plugin or ""),
         )
         try:
             # Validated again here: the row may predate a change to the tool's signature.
@@ -293,7 +294,7 @@ async def serve(
     """Open the store, run a Runner until ``stop``, close. ``ready`` is called once the store
     is open, so an embedder can tell a database that cannot be opened from a running runner.
     Used by `frontdesk runner` and the runner `frontdesk start` embeds."""
-    store = await TaskStore.open(settings.database_url)
+    store = await open_store(settings.database_url, registry)
     store.observers.append(registry.observe)
     if ready is not None:
         ready()

@@ -1,12 +1,20 @@
-"""Settings from the environment and .env, all prefixed FRONTDESK_ (LiveKit's own are not)."""
+"""Core settings from the environment and .env, all prefixed FRONTDESK_ (LiveKit's own are not).
+
+A plugin's settings are its own class (``register_settings``), never fields here."""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from frontdesk.core.errors import ConfigError
+
+PREFIX = "FRONTDESK_"
 
 
 class Settings(BaseSettings):
@@ -26,11 +34,7 @@ class Settings(BaseSettings):
     stt: str = "auto"
     tts: str = "auto"
 
-    kb_path: Path | None = None
-    reports_path: Path = Path("reports")
     cache_path: Path | None = None  # synthesized ack audio; default ~/.cache/frontdesk
-    search_web_url: str | None = None
-    sandbox_gateway_seconds: float = Field(0.0, ge=0)
 
     job_lease_seconds: float = Field(30.0, gt=0)
     job_max_attempts: int = Field(3, ge=1)
@@ -51,6 +55,61 @@ class Settings(BaseSettings):
         return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def load_settings(**overrides: Any) -> Settings:
+    """The core settings, or ``ConfigError`` with one line that names the variable (and .env
+    when the value came from there) and what is wrong with its value. ``overrides`` are
+    keyword values (a command's ``--db``), validated like the rest."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc.errors()[0], overrides)) from None
+
+
+def load_settings_leniently() -> tuple[Settings, list[str]]:
+    """For ``doctor``, which must run to report a bad value: the settings with every invalid
+    field at its default, and one line per problem."""
+    problems: list[str] = []
+    bad: dict[str, Any] = {}
+    for _ in range(len(Settings.model_fields)):
+        try:
+            return Settings(**bad), problems
+        except ValidationError as exc:
+            for error in exc.errors():
+                problems.append(_one_line(error, bad))
+                field = str(error["loc"][0]) if error.get("loc") else ""
+                if field in Settings.model_fields:
+                    bad[field] = Settings.model_fields[field].default
+    return Settings.model_construct(), problems
+
+
+def _one_line(first: Any, overrides: dict[str, Any]) -> str:
+    loc = first.get("loc", ())
+    field = str(loc[0]) if loc else "?"
+    variable = f"{PREFIX}{field.upper()}"
+    message = first.get("msg", "invalid value")
+    given = first.get("input")
+    if isinstance(given, str) and field != "database_url" and len(given) <= 40:
+        message = f"{message} (got {given!r})"
+    if field in overrides:
+        where = field.replace("_", "-")
+    elif any(name.upper() == variable for name in os.environ):
+        where = variable
+    elif _in_dotenv(variable):
+        where = f"{variable} (in .env)"
+    else:
+        where = variable
+    return f"{where}: {message}"
+
+
+def _in_dotenv(variable: str) -> bool:
+    try:
+        from dotenv import dotenv_values
+
+        return any(k.upper() == variable for k in dotenv_values(".env"))
+    except Exception:
+        return False
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return load_settings()

@@ -1,7 +1,7 @@
-"""The ``@tool`` decorator, ``ToolSpec`` and ``ToolContext``: what a plugin author writes.
+"""The ``@tool`` decorator and ``ToolSpec``: what a plugin author writes.
 
 Nothing here imports livekit, so plugins load fast in CLI commands that never run a session.
-The LiveKit plumbing for each pattern lives in ``frontdesk.core.patterns``.
+The LiveKit plumbing for each pattern lives in ``frontdesk.agents.patterns``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from frontdesk.core.errors import ToolError
-
-if TYPE_CHECKING:
-    from frontdesk.db.store import TaskStore
 
 _log = logging.getLogger("frontdesk.tools")
 
@@ -30,29 +27,6 @@ PATTERNS: tuple[str, ...] = get_args(Pattern)
 # shown in history is capped so a hostile 1 MB argument cannot bloat every listing.
 _MAX_STORED_STRING = 2000
 _CARD_RE = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
-
-
-@dataclass
-class ToolContext:
-    """What a running tool knows about its call. Passed as the tool's first argument."""
-
-    caller: str
-    session_id: str | None
-    task_id: int
-    department: str | None
-    idempotency_key: str
-    store: TaskStore
-    run_ctx: Any = None  # livekit RunContext while a live turn is running, else None
-    hook: Any = None  # the plugin manager's hook relay, for plugin-defined hookspecs
-    settings: Any = None  # frontdesk.core.settings.Settings
-
-    async def progress(self, fraction: float, note: str = "") -> None:
-        """Record progress (0..1) on this task's row, where ``task_status`` can read it.
-        Progress is a courtesy: if the database cannot take it, the work goes on."""
-        try:
-            await self.store.set_progress(self.task_id, max(0.0, min(1.0, float(fraction))), note)
-        except Exception as exc:
-            _log.warning("task %s: progress not recorded: %r", self.task_id, exc)
 
 
 ToolFn = Callable[..., Awaitable[Any]]
@@ -126,14 +100,18 @@ class ToolSpec:
         return schema
 
     def validate(self, raw: Any) -> dict[str, Any]:
-        """Arguments from the LLM, validated; a ``ToolError`` the caller may hear otherwise."""
+        """Arguments from the LLM, validated; a ``ToolError`` the caller may hear otherwise.
+
+        The sentences are spoken, so they never name the tool and say a parameter in words:
+        its ``Field(description=...)`` when it has one ("I need to know whether you confirm
+        the payment."), else its name ("I need a valid invoice id.")."""
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw or "{}")
             except ValueError:
-                raise ToolError(f"I couldn't read the details for {self.name}.") from None
+                raise ToolError("I couldn't read those details.") from None
         if not isinstance(raw, dict):
-            raise ToolError(f"I couldn't read the details for {self.name}.")
+            raise ToolError("I couldn't read those details.")
         try:
             args = self.model().model_validate(raw).model_dump()
         except ValidationError as exc:
@@ -146,16 +124,31 @@ class ToolSpec:
                 first.get("type") == "extra_forbidden"
                 or field_name not in self.model().model_fields
             ):
-                raise ToolError(f"I got details I can't use for {self.name}.") from None
-            raise ToolError(f"I need a valid {field_name} for {self.name}.") from None
+                raise ToolError("I got details I can't use.") from None
+            raise ToolError(
+                self.ask_for(field_name, missing=first.get("type") == "missing")
+            ) from None
         if self.precheck is not None:
             try:
                 self.precheck(**args)
             except ToolError:
                 raise
             except Exception:
-                raise ToolError(f"I couldn't use those details for {self.name}.") from None
+                raise ToolError("I couldn't use those details.") from None
         return args
+
+    def ask_for(self, field_name: str, *, missing: bool = False) -> str:
+        """The sentence that asks the caller for a parameter that is missing or invalid."""
+        info = self.model().model_fields[field_name]
+        description = " ".join((info.description or "").split()).rstrip(".")
+        if description and len(description) <= 120:
+            return f"I need to know {description[0].lower()}{description[1:]}."
+        words = field_name.replace("_", " ").strip() or "details"
+        if info.annotation is bool:
+            if words.endswith("ed"):
+                return f"I need to know whether it's {words}."
+            return f"I need a yes or no on {words}."
+        return f"I need the {words}." if missing else f"I need a valid {words}."
 
     def redact(self, args: dict[str, Any]) -> dict[str, Any]:
         """Arguments as they may be stored in history: sensitive ones hidden, cards masked."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from frontdesk.core.errors import FrontdeskError
+from frontdesk.db.errors import NotRetryable
 from frontdesk.db.hotpath import Condition
 from frontdesk.db.models import utcnow
 from frontdesk.db.records import Task
@@ -28,19 +28,6 @@ _CLEARED = (
     "finished_at",
     "delivered_at",
 )
-
-
-class NotRetryable(FrontdeskError):
-    """``reason`` is "not background" (only the runner's jobs can run again) or "not failed"."""
-
-    def __init__(self, task: Task, reason: str) -> None:
-        self.task = task
-        self.reason = reason
-        if reason == "not background":
-            message = f"task {task.id} is {task.pattern}; only background jobs can be retried"
-        else:
-            message = f"task {task.id} is {task.status}; only a failed job can be retried"
-        super().__init__(message)
 
 
 class Actions:

@@ -2,7 +2,7 @@
 with their tasks, and outcomes per department and tool.
 
 Every listing is newest first and keyset-paged (``before`` an id, never OFFSET), and each
-single filter is served by a (column, id) index (migration web_0003), so the first page costs
+single filter is served by a (column, id) index (migration 0003), so the first page costs
 the same at a million rows as at a hundred.
 """
 

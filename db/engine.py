@@ -1,7 +1,6 @@
 """The async engine: SQLite (WAL, busy timeout, foreign keys) by default, Postgres by URL.
 
-``open_engine`` also brings the schema to the Alembic head on first use, so a fresh
-``frontdesk.db`` needs no setup step.
+The schema is frontdesk.core.schema's business (core and every plugin's migrations).
 """
 
 from __future__ import annotations
@@ -10,12 +9,12 @@ import asyncio
 import threading
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from frontdesk.core.errors import ConfigError
+from frontdesk.db.errors import ConfigError
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -45,12 +44,49 @@ def parse_url(url: str) -> URL:
         ) from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
+        if is_memory(parsed):
+            raise ConfigError(
+                f"{url[:100]} is an in-memory SQLite database: each connection would see its "
+                "own empty copy and it is gone when the command ends; use a file, e.g. "
+                "sqlite+aiosqlite:///frontdesk.db"
+            )
         return parsed.set(drivername="sqlite+aiosqlite")
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+asyncpg")
     raise ConfigError(
         f"unsupported database {backend!r} in {mask_url(url)}; use sqlite or postgresql"
     )
+
+
+def is_memory(parsed: URL) -> bool:
+    """``sqlite://``, ``sqlite:///``, ``sqlite:///:memory:`` and ``file:...?mode=memory``."""
+    database = parsed.database or ""
+    return (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or "mode=memory" in database
+        or parsed.query.get("mode") == "memory"
+    )
+
+
+def sqlite_tables(path: str) -> set[str] | None:
+    """The table names of an SQLite file, read without changing it (no journal switch, no
+    -wal or -shm file); None if it is not an SQLite database."""
+    import sqlite3
+    from pathlib import Path
+
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return {r[0] for r in rows}
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:
@@ -93,34 +129,6 @@ def _configure_sqlite(engine: AsyncEngine, *, immediate: bool) -> None:
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-
-async def ensure_schema(engine: AsyncEngine, check: AsyncEngine | None = None) -> None:
-    """Upgrade to the Alembic head if the database is behind; cheap when it is current.
-    ``check`` is the engine to look with (a store's read engine, which never waits on the
-    writer); the upgrade itself runs on ``engine``."""
-    from frontdesk.migrations import head_revision, upgrade_sync
-
-    head = head_revision()
-    async with (check or engine).connect() as conn:
-        if await current_revision(conn) == head:
-            return
-    async with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            # Two workers starting together must not both run the migration.
-            await conn.execute(text("SELECT pg_advisory_xact_lock(724508)"))
-        await conn.run_sync(upgrade_sync)
-
-
-async def current_revision(conn: AsyncConnection) -> str | None:
-    def read(sync_conn: Any) -> str | None:
-        from sqlalchemy import inspect
-
-        if not inspect(sync_conn).has_table("alembic_version"):
-            return None
-        return sync_conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-
-    return await conn.run_sync(read)
 
 
 async def settle_driver_threads(timeout: float = 1.0) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Float, and_, cast, func, literal_column, select
 
-from frontdesk.core.errors import TaskNotFound
+from frontdesk.db.errors import TaskNotFound
 from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED
 from frontdesk.db.models import Task as TaskRow
@@ -23,6 +23,22 @@ if TYPE_CHECKING:
 
 tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
+
+
+# Task ids are 64-bit integers on every backend; a larger number names no task.
+MAX_ID = 2**63 - 1
+
+
+def valid_id(task_id: object) -> int:
+    """``task_id`` as an int that can name a task, or ``TaskNotFound``: an id past the
+    column's 64-bit range would make the driver raise OverflowError, not "not found"."""
+    try:
+        value = int(task_id)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise TaskNotFound(task_id) from None
+    if not -MAX_ID <= value <= MAX_ID:
+        raise TaskNotFound(task_id)
+    return value
 
 
 def _sa_where(where: Sequence[Condition]) -> list[Any]:
@@ -53,6 +69,7 @@ class TaskQueries:
 
     async def get(self, task_id: int, *, caller: str | None = None) -> Task:
         """The task, or ``TaskNotFound``; with ``caller`` another caller's task is not found."""
+        task_id = valid_id(task_id)
         stmt = select(tasks).where(tasks.c.id == task_id)
         if caller is not None:
             stmt = stmt.where(tasks.c.caller == caller)
@@ -90,6 +107,10 @@ class TaskQueries:
             return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
 
     async def events(self, task_id: int) -> list[dict[str, Any]]:
+        try:
+            task_id = valid_id(task_id)
+        except TaskNotFound:
+            return []
         stmt = select(events_t).where(events_t.c.task_id == task_id).order_by(events_t.c.id)
         async with self.read_engine.connect() as conn:
             rows = (await conn.execute(stmt)).all()

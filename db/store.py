@@ -12,28 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
-import stamina
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
-from frontdesk.core.errors import FrontdeskError
 from frontdesk.db.actions import Actions
 from frontdesk.db.browse import Browse
 from frontdesk.db.calls import CallLog
 from frontdesk.db.engine import (
     create_engine,
-    ensure_schema,
     is_sqlite,
     mask_url,
     settle_driver_threads,
 )
+from frontdesk.db.errors import NotCancellable, StoreUnavailable
 from frontdesk.db.hotpath import Condition, HotSql, hot_write
 from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow
@@ -42,7 +40,7 @@ from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
 from frontdesk.db.watch import CHANNEL
-from frontdesk.db.writer import GroupWriter, is_transient
+from frontdesk.db.writer import GroupWriter
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -63,23 +61,6 @@ ALLOWED_FROM: dict[str, tuple[str, ...]] = {
 
 _INSERT_TASK = insert(tasks).returning(*tasks.c)
 _INSERT_EVENT = insert(events_t)
-
-
-class StoreUnavailable(FrontdeskError):
-    """The database cannot be reached or opened."""
-
-
-class NotCancellable(FrontdeskError):
-    """``reason`` is "not background" (only background jobs can be cancelled) or "finished"."""
-
-    def __init__(self, task: Task, reason: str) -> None:
-        self.task = task
-        self.reason = reason
-        if reason == "finished":
-            message = f"task {task.id} already {task.status}"
-        else:
-            message = f"task {task.id} is {task.pattern}; only background jobs can be cancelled"
-        super().__init__(message)
 
 
 class _TaskKeys(TypedDict):
@@ -159,11 +140,15 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
         )
 
     @classmethod
-    async def open(cls, url: str) -> TaskStore:
-        """A store on ``url`` with its schema at the Alembic head."""
+    async def open(
+        cls, url: str, *, prepare: Callable[[TaskStore], Awaitable[None]] | None = None
+    ) -> TaskStore:
+        """A store on ``url``; ``prepare`` (frontdesk.core.schema brings the schema to its
+        heads) runs first, and a database that cannot be reached is one ``StoreUnavailable``."""
         store = cls(url)
         try:
-            await store.ensure_schema()
+            if prepare is not None:
+                await prepare(store)
         except (SQLAlchemyError, OSError) as exc:
             await store.close()
             await settle_driver_threads()
@@ -173,16 +158,6 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
             await store.close()
             raise
         return store
-
-    async def ensure_schema(self) -> None:
-        """Bring the schema to the head; a cheap read when it already is. Processes that
-        open a fresh SQLite file together can meet its first writer's locks (switching to
-        WAL, migrating) where the busy timeout does not apply, so "locked" is retried."""
-        async for attempt in stamina.retry_context(
-            on=is_transient, attempts=10, timeout=60.0, wait_initial=0.05, wait_max=2.0
-        ):
-            with attempt:
-                await ensure_schema(self.write_engine, check=self.read_engine)
 
     @property
     def dialect(self) -> str:

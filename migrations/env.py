@@ -1,17 +1,23 @@
-"""Alembic env: runs on a connection handed in by frontdesk (see db.engine.ensure_schema)."""
+"""Alembic env: runs on a connection handed in by frontdesk (see frontdesk.core.schema), for one
+branch at a time: core's, or a plugin's with its own version table."""
 
 from alembic import context
 
-from frontdesk.db.models import Base
-
 config = context.config
-target_metadata = Base.metadata
+core_branch = config.attributes.get("core", True)
+if core_branch:
+    from frontdesk.db.models import Base
+
+    target_metadata = Base.metadata
+else:
+    target_metadata = None  # a plugin's revisions say what they create
 
 
 def run(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
+        version_table=config.attributes.get("version_table", "alembic_version"),
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
+FRONTDESK = [sys.executable, "-m", "frontdesk.agents.programs"]
 
 
 def tasks_json(db: str, *filters: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:

@@ -16,10 +16,12 @@ import kit  # noqa: E402
 import pgtest  # noqa: E402
 
 from frontdesk.core import host  # noqa: E402
+from frontdesk.core.schema import open_store  # noqa: E402
 from frontdesk.core.settings import Settings  # noqa: E402
 from frontdesk.db.store import TaskStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "demo"  # the demo business: profile, knowledge base, invoices
 
 
 BACKENDS = ("sqlite", "postgres")
@@ -75,12 +77,23 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(autouse=True)
+def _plugin_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Plugins' own settings come from FRONTDESK_<PLUGIN>_* (register_settings): keep what a
+    # test writes inside its tmp_path, and read no developer's profile.
+    monkeypatch.setenv("FRONTDESK_REPORTS_PATH", str(tmp_path / "reports"))
+    monkeypatch.delenv("FRONTDESK_PROFILE", raising=False)
+    # The calls under test are the demo's: every new caller opens with its three invoices
+    # (billing's seed_invoices; a deployment's ledger starts empty), paid to the demo's payee.
+    monkeypatch.setenv("FRONTDESK_BILLING_SEED_INVOICES", str(DEMO / "invoices.toml"))
+    monkeypatch.setenv("FRONTDESK_BILLING_PAYEE", "Harbor Light Hotel")
+
+
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Settings:
     return Settings(
         database_url=db_url,
         load_plugins="",
-        reports_path=tmp_path / "reports",
         job_lease_seconds=3,
         followup_poll_seconds=0.05,
         runner_poll_seconds=0.05,
@@ -98,7 +111,7 @@ def registry(settings: Settings) -> host.Registry:
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[TaskStore]:
-    s = await TaskStore.open(db_url)
+    s = await open_store(db_url)
     yield s
     await s.close()
 

@@ -103,7 +103,7 @@ MOVES = ("charge", "refund")
 
 
 @hookimpl
-def frontdesk_payment_gateway(settings: Any) -> FileGateway | None:
+def frontdesk_payment_gateway(config: Any) -> FileGateway | None:
     path = os.environ.get(GATEWAY_LOG)
     return FileGateway(Path(path)) if path else None
 
@@ -119,7 +119,13 @@ def load_registry(settings: Any) -> Any:
 
 # -- subprocesses ---------------------------------------------------------------------------
 
-BASE_ENV = {**os.environ, "FRONTDESK_LOAD_PLUGINS": "", "PYTHONPATH": str(HERE)}
+BASE_ENV = {
+    **os.environ,
+    "FRONTDESK_LOAD_PLUGINS": "",
+    "PYTHONPATH": str(HERE),
+    # The demo's invoices (billing's seed_invoices): the trials pay INV-1001.
+    "FRONTDESK_BILLING_SEED_INVOICES": str(ROOT / "examples" / "demo" / "invoices.toml"),
+}
 for _name in (CRASH_AFTER_CHARGE, GATEWAY_DELAY):
     BASE_ENV.pop(_name, None)
 
@@ -245,6 +251,6 @@ if __name__ == "__main__":
         return _load(settings, extra=[*extra, *PLUGINS])
 
     host.load = _with_test_plugins
-    from frontdesk.core.cli import main
+    from frontdesk.agents.programs.cli import main
 
     main()

@@ -25,9 +25,10 @@ from typing import Any
 
 import crashkit
 
-from frontdesk.core.scenario import parse_scenario
+from frontdesk.agents.programs.scenario import parse_scenario
+from frontdesk.agents.programs.simulate import simulate
+from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
-from frontdesk.core.simulate import simulate
 
 TO_LAB = {"user": "the lab please", "llm": [{"tools": [{"transfer_to_lab": {}}]}, {"say": "Lab."}]}
 TO_BILLING = {
@@ -56,8 +57,9 @@ class Outcome:
 
 def settings_for(url: str, tmp: Path) -> Settings:
     """What a restarted worker runs with (the test suite's timings)."""
+    os.environ["FRONTDESK_REPORTS_PATH"] = str(tmp / "reports")  # the reports plugin's own setting
     return Settings(
-        database_url=url, load_plugins="", reports_path=tmp / "reports",
+        database_url=url, load_plugins="",
         job_lease_seconds=3, followup_poll_seconds=0.05, runner_poll_seconds=0.05,
         ack_after_seconds=0.5, fire_and_forget_grace_seconds=2,
     )  # fmt: skip
@@ -81,10 +83,9 @@ def _left_running(url: str) -> int:
 
 
 def _queue(url: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[int]:
-    from frontdesk.db.store import TaskStore
 
     async def run() -> list[int]:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         try:  # exactly the rows a call's background tool writes
             return [
                 (await store.create(

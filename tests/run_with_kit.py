@@ -20,6 +20,6 @@ def load(settings=None, *, extra=()):  # noqa: ANN001, ANN201
 
 host.load = load
 
-from frontdesk.core.cli import main  # noqa: E402
+from frontdesk.agents.programs.cli import main  # noqa: E402
 
 main()

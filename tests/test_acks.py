@@ -11,7 +11,7 @@ from livekit import rtc
 from livekit.agents import APIConnectOptions, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 
-from frontdesk.core.acks import AckCache, default_cache_dir, voice_of
+from frontdesk.agents.acks import AckCache, default_cache_dir, voice_of
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
@@ -177,7 +177,7 @@ async def test_plays_in_a_real_session(tmp_path):
     """session.say(text, audio=...) accepts the cached frames in a real AgentSession."""
     from livekit.agents import Agent, AgentSession
 
-    from frontdesk.core.testing import ScriptedLLM
+    from frontdesk.agents.testing import ScriptedLLM
 
     fake = FakeTTS(ms=100)
     cache = AckCache(fake, cache_dir=tmp_path)

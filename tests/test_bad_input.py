@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from frontdesk.core.patterns import STORE_DOWN
-from frontdesk.core.scenario import parse_scenario
-from frontdesk.core.simulate import CallDriver, Environment, simulate
+from frontdesk.agents.patterns import STORE_DOWN
+from frontdesk.agents.programs.scenario import parse_scenario
+from frontdesk.agents.programs.simulate import CallDriver, Environment, simulate
 from frontdesk.db.models import FINISHED
 from frontdesk.db.store import TaskStore
 
@@ -174,8 +174,8 @@ async def test_runner_keeps_a_finished_jobs_result_through_an_outage(store, regi
 @pytest.mark.backends("sqlite", "postgres")
 async def test_results_json_cannot_hold_are_stored_as_null(store, registry, settings):
     """A tool returning NaN or infinity (Postgres JSON refuses both) still ends its row."""
-    from frontdesk.core.patterns import run_tool
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.patterns import run_tool
+    from frontdesk.agents.runtime import CallRuntime
     from frontdesk.core.tools import tool
 
     @tool(pattern="interruptible")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from clirun import FRONTDESK
 
-from frontdesk.db.store import TaskStore
+from frontdesk.core.schema import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def run(
 
 
 async def test_tasks_list_and_show_json(db_url):
-    store = await TaskStore.open(db_url)
+    store = await open_store(db_url)
     task = await store.create(
         caller="alice",
         tool="search_knowledge",
@@ -157,7 +157,7 @@ def test_default_database_is_frontdesk_db_in_working_directory(tmp_path):
 def test_operator_commands_do_not_import_livekit(db_url):
     code = (
         f"import sys; sys.argv=['frontdesk','tasks','list','--json','--db',{db_url!r}];"
-        "from frontdesk.core.cli import main\n"
+        "from frontdesk.agents.programs.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('LIVEKIT' if any(m.startswith('livekit') for m in sys.modules) else 'CLEAN', file=sys.stderr)"
     )
@@ -172,7 +172,7 @@ def test_operator_commands_do_not_import_livekit(db_url):
 
 
 async def test_tasks_stats_show_artifacts_and_cancel(db_url, tmp_path):
-    store = await TaskStore.open(db_url)
+    store = await open_store(db_url)
     a = await store.create(
         caller="a",
         tool="search_knowledge",

@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from frontdesk.core import cli_voice, worker
-from frontdesk.core.cli_voice import mask_url
+from frontdesk.agents.programs import cli_voice, worker
+from frontdesk.agents.programs.cli_voice import mask_url
 
 pytestmark = pytest.mark.usefixtures("no_network")
 
@@ -151,7 +151,7 @@ def test_mask_url_hides_passwords():
 def test_doctor_does_not_import_livekit(tmp_path):
     code = (
         "import sys, typer\n"
-        "from frontdesk.core import cli_voice\n"
+        "from frontdesk.agents.programs import cli_voice\n"
         "app = typer.Typer(); cli_voice.register(app)\n"
         "try:\n    app(['doctor'])\nexcept SystemExit:\n    pass\n"
         "print('LIVEKIT', sorted(m for m in sys.modules if m.startswith('livekit')))\n"

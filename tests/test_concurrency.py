@@ -13,8 +13,8 @@ import crashtrials
 import pytest
 
 from frontdesk.core.runner import Runner
+from frontdesk.core.schema import open_store
 from frontdesk.core.tools import tool
-from frontdesk.db.store import TaskStore
 
 
 def test_two_processes_100_calls_each_on_one_sqlite_file(tmp_path, db_url):
@@ -41,7 +41,7 @@ def test_two_processes_100_calls_each_on_one_sqlite_file(tmp_path, db_url):
 @pytest.mark.backends("sqlite", "postgres")
 async def test_concurrent_claims_from_two_stores_never_share_a_job(store, db_url):
     jobs = [await store.create(caller=f"c{i}", tool="t", pattern="background") for i in range(60)]
-    other = await TaskStore.open(db_url)
+    other = await open_store(db_url)
     try:
         wave = await asyncio.gather(
             *(s.claim(f"r{n}", 30) for n in range(30) for s in (store, other))
@@ -97,7 +97,7 @@ async def test_two_runners_run_every_job_exactly_once(store, db_url, registry, s
         (await store.create(caller="c", tool="tick", pattern="background", args={"n": i})).id
         for i in range(150)
     ]
-    other = await TaskStore.open(db_url)
+    other = await open_store(db_url)
     stop = asyncio.Event()
     runners = [
         Runner(s, registry, settings, owner=f"runner:test:{n}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 from clirun import FRONTDESK, tasks_json
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LINES = [
     "hello",
@@ -27,6 +30,8 @@ def test_console_walks_every_department(tmp_path):
     db = f"sqlite+aiosqlite:///{tmp_path}/console.db"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(FRONTDESK_LOAD_PLUGINS="", FRONTDESK_REPORTS_PATH=str(tmp_path / "reports"))
+    # The demo hotel's profile: its knowledge base (checkout, parking) and invoices (INV-1002).
+    env["FRONTDESK_PROFILE"] = str(ROOT / "examples" / "demo" / "frontdesk.toml")
     out = subprocess.run(
         [*FRONTDESK, "console", "--caller", "newbie", "--db", db],
         input="\n".join(LINES) + "\n",
@@ -54,7 +59,7 @@ def test_console_walks_every_department(tmp_path):
 def test_console_mode_says_which_and_why(monkeypatch, tmp_path):
     import ctypes.util
 
-    from frontdesk.core.console import console_mode
+    from frontdesk.agents.programs.console import console_mode
     from frontdesk.core.settings import Settings
 
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/x.db")

@@ -17,7 +17,7 @@ from pathlib import Path
 import crashkit
 import crashtrials
 
-from frontdesk.db.store import TaskStore
+from frontdesk.core.schema import open_store
 
 
 def notes(url: str, task_id: int) -> list[str]:
@@ -29,7 +29,7 @@ def notes(url: str, task_id: int) -> list[str]:
 
 def rows_of(url: str, caller: str) -> list:
     async def read() -> list:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         try:
             return sorted(await store.list(caller=caller, limit=None), key=lambda t: t.id)
         finally:

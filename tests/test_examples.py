@@ -3,6 +3,7 @@ checked in the store: what `make test` promises the patterns do with the built-i
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,10 +12,20 @@ from pathlib import Path
 import pytest
 from clirun import FRONTDESK, tasks_json
 
-from frontdesk.core.demo_search import serve
-
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = ROOT / "examples" / "calls"
+DEMO = ROOT / "examples" / "demo"  # the hotel: profile, knowledge base, slow web search
+
+
+def _demo_search_server():
+    """examples/demo/search_server.py: the search plugin's test double, shared with the demo."""
+    spec = importlib.util.spec_from_file_location("demo_search_server", DEMO / "search_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+serve = _demo_search_server().serve
 PATTERN_SCENARIOS = [
     "interrupted_search.yaml",
     "critical_payment.yaml",
@@ -32,7 +43,9 @@ def ran(tmp_path_factory):
         **os.environ,
         "FRONTDESK_LOAD_PLUGINS": "",
         "FRONTDESK_REPORTS_PATH": str(tmp_path_factory.mktemp("reports")),
-        "FRONTDESK_SANDBOX_GATEWAY_SECONDS": "0.6",
+        "FRONTDESK_BILLING_SANDBOX_SECONDS": "0.6",
+        # The scenarios are the demo hotel's calls: its knowledge base and invoices.
+        "FRONTDESK_PROFILE": str(DEMO / "frontdesk.toml"),
     }
     with serve(delay=3.0) as url:
         env["FRONTDESK_SEARCH_WEB_URL"] = url

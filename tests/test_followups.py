@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from frontdesk.core.followups import FollowupWatcher, followup_instructions, task_noun
-from frontdesk.core.scenario import Scenario, Step
-from frontdesk.core.simulate import CallDriver, Environment
+from frontdesk.agents.followups import FollowupWatcher, followup_instructions, task_noun
+from frontdesk.agents.programs.scenario import Scenario, Step
+from frontdesk.agents.programs.simulate import CallDriver, Environment
 from frontdesk.db.store import wait_for
 
 

@@ -30,12 +30,13 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from livekit.agents import llm
 
+from frontdesk.agents.patterns import run_tool
+from frontdesk.agents.runtime import CallRuntime
 from frontdesk.core import host
 from frontdesk.core.errors import ToolError
-from frontdesk.core.patterns import run_tool
 from frontdesk.core.recording import invalid_input_sentence
 from frontdesk.core.runner import Runner
-from frontdesk.core.session import CallRuntime
+from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
 from frontdesk.db.models import FINISHED
 from frontdesk.db.store import TaskStore
@@ -154,10 +155,10 @@ class Harness:
         self.loop = asyncio.new_event_loop()
         self.settings = Settings(
             database_url=f"sqlite+aiosqlite:///{tmp}/fuzz.db", load_plugins="",
-            reports_path=tmp / "reports", job_lease_seconds=5,
+            job_lease_seconds=5,
         )  # fmt: skip
         self.registry = host.load(self.settings)
-        self.store: TaskStore = self.run(TaskStore.open(self.settings.database_url))
+        self.store: TaskStore = self.run(open_store(self.settings.database_url))
         self.runtime = CallRuntime(
             None,  # type: ignore[arg-type]
             store=self.store, registry=self.registry, settings=self.settings, caller="fuzzer",

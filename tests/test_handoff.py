@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from frontdesk.core.scenario import Scenario, Step
-from frontdesk.core.simulate import CallDriver, Environment
+from frontdesk.agents.programs.scenario import Scenario, Step
+from frontdesk.agents.programs.simulate import CallDriver, Environment
 
 
 async def test_context_and_caller_facts_reach_the_new_desk(settings, registry, store, transcript):
@@ -62,8 +62,8 @@ async def test_context_and_caller_facts_reach_the_new_desk(settings, registry, s
 
 
 async def test_desks_transfer_directly_and_back(settings, registry, transcript):
-    from frontdesk.core.scenario import parse_scenario
-    from frontdesk.core.simulate import simulate
+    from frontdesk.agents.programs.scenario import parse_scenario
+    from frontdesk.agents.programs.simulate import simulate
 
     scenario = parse_scenario(
         {

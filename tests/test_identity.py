@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from livekit import rtc
 
-from frontdesk.core.identity import (
+from frontdesk.agents.identity import (
     PARTICIPANT_KIND_SIP,
     SIP_PHONE_ATTRIBUTE,
     caller_identity,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import kit
 
-from frontdesk.core.scenario import parse_scenario
-from frontdesk.core.simulate import simulate
+from frontdesk.agents.programs.scenario import parse_scenario
+from frontdesk.agents.programs.simulate import simulate
 
 
 async def play(settings, registry, transcript, steps, caller="alice"):

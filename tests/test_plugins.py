@@ -24,7 +24,7 @@ def settings(**overrides) -> Settings:
     """No built-ins and no installed plugins unless a test asks: only the fakes load."""
     values = {
         "load_plugins": "",
-        "disable_plugins": ",".join(host.BUILTINS),
+        "disable_plugins": ",".join(host.builtin_names()),
         "hook_timeout_seconds": 0.3,
     }
     return Settings(_env_file=None, **{**values, **overrides})
@@ -98,7 +98,7 @@ def tool_plugin(spec: object, departments: object = "good") -> object:
 
 def test_builtins_load_through_the_same_manager():
     registry = host.load(Settings(_env_file=None, load_plugins="", disable_plugins=""))
-    for name in host.BUILTINS:
+    for name in host.builtin_names():
         info = registry.plugins[name]
         assert info.source == "builtin"
         assert info.status == "loaded", info.errors
@@ -111,9 +111,9 @@ def test_builtin_registry_contents():
     registry = host.load(Settings(_env_file=None, load_plugins="", disable_plugins=""))
     assert {"search", "billing", "reports"} <= set(registry.departments)
     for dept in registry.departments.values():
-        assert dept.description and dept.plugin in host.BUILTINS
+        assert dept.description and dept.plugin in host.builtin_names()
     for name, spec in registry.tools.items():
-        assert spec.plugin in host.BUILTINS and registry.tool_departments[name]
+        assert spec.plugin in host.builtin_names() and registry.tool_departments[name]
     # The task-status tools are offered at every desk, triage included.
     for dept in host.department_names(registry):
         assert "task_status" in [t.name for t in registry.tools_for(dept)]
@@ -134,7 +134,7 @@ def test_allow_list_loads_only_named_external_plugins(monkeypatch):
         ("beta", "not in FRONTDESK_LOAD_PLUGINS")
     ]
     # The allow-list is for installed plugins; built-ins still load.
-    assert set(host.BUILTINS) <= set(registry.plugins)
+    assert set(host.builtin_names()) <= set(registry.plugins)
 
 
 def test_allow_list_set_but_empty_loads_no_external_plugins(monkeypatch):

@@ -12,7 +12,8 @@ from importlib.metadata import EntryPoint
 import pytest
 from typer.testing import CliRunner
 
-from frontdesk.core import cli_plugins, host
+from frontdesk.agents.programs import cli_plugins
+from frontdesk.core import host
 
 
 @pytest.fixture
@@ -103,7 +104,7 @@ def test_uninstall_unknown_name_is_exit_2(pip_calls):
 def test_the_plugins_command_module_does_not_import_livekit():
     code = (
         "import sys\n"
-        "import frontdesk.core.cli_plugins, frontdesk.core.host\n"
+        "import frontdesk.agents.programs.cli_plugins, frontdesk.core.host\n"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'livekit'], 'livekit imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

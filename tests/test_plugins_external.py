@@ -56,6 +56,8 @@ def test_plugins_list_finds_the_weather_plugin(venv):
         "on_task_event",
         "register_commands",
         "register_departments",
+        "register_migrations",
+        "register_settings",
         "register_tools",
     ]
     assert weather["commands"] == ["weather-check"]
@@ -104,7 +106,7 @@ def test_listing_plugins_does_not_import_livekit(venv):
         "    loaded = sorted({m.split('.')[0] for m in sys.modules})\n"
         "    print('MODULES', ' '.join(loaded), file=sys.stderr)\n"
         "atexit.register(report)\n"
-        "from frontdesk.core.cli import main\n"
+        "from frontdesk.agents.programs.cli import main\n"
         "main()\n"
     )
     result = venv.python_run(

@@ -15,7 +15,7 @@ def settings(timeout: float = 0.2) -> Settings:
     return Settings(
         _env_file=None,
         load_plugins="",
-        disable_plugins=",".join(host.BUILTINS),
+        disable_plugins=",".join(host.builtin_names()),
         hook_timeout_seconds=timeout,
     )
 

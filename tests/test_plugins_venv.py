@@ -40,7 +40,7 @@ class PluginVenv:
         (Path(own) / "_frontdesk_parent.pth").write_text("\n".join(lines) + "\n")
         self.frontdesk_script = path / "bin" / "frontdesk"
         self.frontdesk_script.write_text(
-            f"#!{self.python}\nfrom frontdesk.core.cli import main\nmain()\n"
+            f"#!{self.python}\nfrom frontdesk.agents.programs.cli import main\nmain()\n"
         )
         self.frontdesk_script.chmod(0o755)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from frontdesk.core import providers
+from frontdesk.agents import providers
 from frontdesk.core.errors import ConfigError
 from frontdesk.core.settings import Settings
 
@@ -243,7 +243,7 @@ async def test_build_all_gives_agent_session_kwargs(all_keys, monkeypatch):
 
 
 def test_offline_llm_is_the_brain(clean_env):
-    brain = pytest.importorskip("frontdesk.core.brain")  # the lead's module
+    brain = pytest.importorskip("frontdesk.agents.brain")  # the lead's module
     llm = providers.build_llm(providers.select("llm", "offline", {}), {})
     assert isinstance(llm, brain.OfflineBrain)
 

@@ -13,10 +13,11 @@ import logging
 import kit
 import pytest
 
-from frontdesk.core.patterns import _digest
+from frontdesk.agents.patterns import _digest
+from frontdesk.agents.programs.scenario import parse_scenario
+from frontdesk.agents.programs.simulate import simulate
 from frontdesk.core.runner import RESTART, Runner
-from frontdesk.core.scenario import parse_scenario
-from frontdesk.core.simulate import simulate
+from frontdesk.core.schema import open_store
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import TaskStore
 
@@ -104,7 +105,7 @@ async def test_a_holder_that_renews_after_the_scan_keeps_its_job(store, registry
 
 async def test_runners_racing_to_recover_requeue_once(store, registry, settings, db_url):
     task_id = await left_running(store)
-    others = [await TaskStore.open(db_url) for _ in range(3)]
+    others = [await open_store(db_url) for _ in range(3)]
     try:
         runners = [Runner(s, registry, settings) for s in (store, *others)]
         results = await asyncio.gather(*(r.recover() for r in runners))
@@ -221,8 +222,8 @@ async def test_hangup_records_critical_work_that_finished_while_the_turn_was_sti
     "unfinished at hang-up" for a payment that went through."""
     import contextlib
 
-    from frontdesk.core import patterns
-    from frontdesk.core.session import CallRuntime
+    from frontdesk.agents.runtime import CallRuntime
+    from frontdesk.agents import patterns
 
     @contextlib.asynccontextmanager
     async def slow_filler(*_args):

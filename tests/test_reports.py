@@ -6,31 +6,50 @@ from __future__ import annotations
 import csv
 import struct
 import zlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pluggy
 import pytest
 
-from frontdesk.core import ToolContext, ToolError
+from frontdesk.core import Database, ToolContext, ToolError, hookimpl, host
 from frontdesk.core.settings import Settings
-from frontdesk.plugins import billing, chart, ledger, reports
-from frontdesk.plugins.reports import validate_report_args
+from frontdesk.plugins import billing, reports
+from frontdesk.plugins.billing import ledger
+from frontdesk.plugins.billing.settings import BillingSettings
+from frontdesk.plugins.reports import ReportsSettings, chart, validate_report_args
 
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_SEED = ROOT / "examples" / "demo" / "invoices.toml"
 generate_report = reports.generate_report.fn
 NOW = datetime(2026, 3, 15, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
-def ctx_for(store, tmp_path):
+def billing_config() -> BillingSettings:
+    return BillingSettings(seed_invoices=DEMO_SEED, payee="Harbor Light Hotel")
+
+
+@pytest.fixture
+def hook():
+    """The plugin manager's hook relay with the built-ins loaded, billing among them."""
+    return host.load(Settings(load_plugins="")).pm.hook
+
+
+@pytest.fixture
+def ctx_for(store, tmp_path, hook, billing_config):
     async def make(
-        caller="alice", tool="generate_report", pattern="background", key="k1"
+        caller="alice", tool="generate_report", pattern="background", key="k1", hook=hook
     ) -> ToolContext:
         row = await store.create(caller=caller, tool=tool, pattern=pattern, status="running")
-        # As in the runner: no live turn, so run_ctx is None.
+        # As in the runner: no live turn, so run_ctx is None; each plugin gets its own config.
+        config = (
+            billing_config if tool in ("pay_invoice", "list_invoices")
+            else ReportsSettings(path=tmp_path / "r")
+        )  # fmt: skip
         return ToolContext(
             caller=caller, session_id=None, task_id=row.id, department="reports",
-            idempotency_key=key, store=store, run_ctx=None,
-            settings=Settings(reports_path=tmp_path / "r"),
+            idempotency_key=key, store=store, run_ctx=None, hook=hook, config=config,
         )  # fmt: skip
 
     return make
@@ -135,11 +154,11 @@ async def test_bad_arguments_fail_before_any_work(store, ctx_for, tmp_path):
 # -- the reports ----------------------------------------------------------------------------
 
 
-async def test_statement_report(store, ctx_for, tmp_path):
+async def test_statement_report(store, ctx_for, tmp_path, billing_config):
     pay_ctx = await ctx_for(tool="pay_invoice", pattern="critical", key="pay1")
     paid = await billing.pay_invoice.fn(pay_ctx, "INV-1002", "120", confirmed=True)
     payment_id = paid.rsplit(" ", 1)[-1].rstrip(".")
-    await ledger.ensure_account(store, "bob")  # another caller's ledger stays out
+    await ledger.ensure_account(Database(store), "bob", billing_config.seeds())  # stays out
 
     ctx = await ctx_for()
     result = await generate_report(ctx, "statement", "this-month")
@@ -175,8 +194,8 @@ async def test_statement_report(store, ctx_for, tmp_path):
     assert len(progress) >= 3 and progress[-1] == "progress 95%: finishing up"
 
 
-async def test_statement_for_a_month_without_activity(store, ctx_for):
-    await ledger.ensure_account(store, "alice")
+async def test_statement_for_a_month_without_activity(store, ctx_for, billing_config):
+    await ledger.ensure_account(Database(store), "alice", billing_config.seeds())
     result = await generate_report(await ctx_for(), "statement", "2025-01")
     assert result["summary"].startswith(
         "Your statement for January 2025 lists 0 invoices totalling $0.00"
@@ -189,6 +208,88 @@ async def test_statement_without_an_account(ctx_for):
     assert "no billing account yet" in result["summary"] and sentences(result["summary"]) == 2
     assert read_csv(result["files"]["csv"]) == []
     assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == (640, 360)
+
+
+@pytest.mark.parametrize("without", ["no hook relay", "no billing hookspec", "billing disabled"])
+async def test_statement_without_billing_says_there_is_no_billing_data(ctx_for, tmp_path, without):
+    # With billing disabled its hookspec is never added, so the relay has no billing_statement.
+    if without == "billing disabled":
+        registry = host.load(Settings(load_plugins="", disable_plugins="billing"))
+        assert "billing" not in registry.departments and "reports" in registry.departments
+        assert not hasattr(registry.pm.hook, "billing_statement")
+        hook = registry.pm.hook
+    else:
+        hook = None if without == "no hook relay" else pluggy.PluginManager("frontdesk").hook
+    result = await generate_report(await ctx_for(hook=hook), "statement", "this-month")
+    assert result["summary"] == (
+        "There is no billing data to report for this month. "
+        "Billing is not available at this front desk."
+    )
+    assert read_csv(result["files"]["csv"]) == []
+    assert result["chart"] == {"labels": ["invoiced", "paid", "refunded"], "values": [0.0] * 3}
+    assert read_png(Path(result["files"]["png"]).read_bytes())[:2] == (640, 360)
+
+
+async def test_statement_lines_may_come_from_any_plugin_implementing_the_hook(ctx_for):
+    """Reports knows billing only by its hook's contract: another plugin's answer (here a plain
+    dict, not a coroutine) makes the same statement."""
+    from decimal import Decimal
+
+    class OtherLedger:
+        @hookimpl
+        def billing_statement(self, caller, database, start, end):
+            at = start + timedelta(days=1)
+            return {"currency": "EUR", "balance": Decimal("10.00"), "lines": [
+                {"date": at, "type": "invoice", "reference": "B-1", "invoice": "B-1",
+                 "description": "=cleaning", "amount": Decimal("30.00"), "status": "open"},
+                {"date": at, "type": "payment", "reference": "P-1", "invoice": "B-1",
+                 "description": "paid to Bayside Dental", "amount": Decimal("20.00"),
+                 "status": "succeeded"},
+            ]}  # fmt: skip
+
+    pm = pluggy.PluginManager("frontdesk")
+    pm.add_hookspecs(billing.frontdesk_hookspecs)
+    pm.register(OtherLedger())
+    result = await generate_report(await ctx_for(hook=pm.hook), "statement", "this-month")
+    assert result["summary"] == (
+        "Your statement for this month lists 1 invoice totalling 30.00 EUR and 1 payment "
+        "totalling 20.00 EUR. Your balance today is 10.00 EUR."
+    )
+    rows = read_csv(result["files"]["csv"])
+    assert [(r["reference"], r["description"], r["amount"]) for r in rows] == [
+        ("B-1", "'=cleaning", "30.00"), ("P-1", "paid to Bayside Dental", "20.00"),
+    ]  # fmt: skip
+
+
+def test_reports_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("FRONTDESK_REPORTS_PATH", str(tmp_path / "out"))
+    registry = host.load(Settings(load_plugins=""))
+    assert registry.plugins["reports"].errors == []
+    config = registry.configs["reports"]
+    assert isinstance(config, ReportsSettings) and config.path == tmp_path / "out"
+
+
+async def test_reports_writes_where_its_setting_says(ctx_for, tmp_path):
+    ctx = await ctx_for()
+    ctx.config = ReportsSettings(path=tmp_path / "elsewhere")
+    result = await generate_report(ctx, "activity", "this-month")
+    assert Path(result["files"]["csv"]).parent == (tmp_path / "elsewhere").resolve()
+
+
+def test_reports_imports_only_the_public_core_and_its_own_package():
+    import ast
+
+    for path in (ROOT / "plugins" / "reports").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith("frontdesk") or name == "frontdesk.core", (path, name)
+                assert not name.startswith("sqlalchemy"), (path, name)  # no SQL of its own
 
 
 async def test_activity_report(store, ctx_for):

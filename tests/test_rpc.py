@@ -9,8 +9,9 @@ from datetime import datetime, timezone
 import pytest
 from livekit import rtc
 
-from frontdesk.core.rpc import METHOD_CANCEL, METHOD_TASK, METHOD_TASKS, TaskRpc
-from frontdesk.db.store import TaskEvent, TaskStore
+from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASK, METHOD_TASKS, TaskRpc
+from frontdesk.core.schema import open_store
+from frontdesk.db.store import TaskEvent
 
 ALICE, BOB = "alice", "bob"
 PAYLOAD_KEYS = {"v", "task_id", "tool", "department", "pattern", "status", "progress", "note", "at"}
@@ -119,7 +120,7 @@ async def test_store_events_arrive_in_order_and_only_the_callers(rpc, local, sto
 async def test_poll_forwards_events_written_by_another_process(rpc, local, store, db_url):
     store.observers.append(rpc.on_event)  # both paths wired: still one message per event
     assert await rpc.poll() == 0  # the first poll marks where the log ends
-    runner_store = await TaskStore.open(db_url)  # stands for the runner's process
+    runner_store = await open_store(db_url)  # stands for the runner's process
     try:
         job = await store.create(caller=ALICE, tool="build_report", pattern="background")
         await runner_store.transition(job.id, "running", note="claimed by runner-1")
@@ -144,7 +145,7 @@ async def test_watch_polls_until_closed(local, store, db_url):
     rpc = TaskRpc(local, store, ALICE)
     rpc.watch(0.02)
     await asyncio.sleep(0.1)
-    other = await TaskStore.open(db_url)
+    other = await open_store(db_url)
     try:
         await other.create(caller=ALICE, tool="build_report", pattern="background")
     finally:

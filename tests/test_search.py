@@ -1,5 +1,8 @@
-"""The search plugin: FTS5 ranking over the KB, refresh on change, hostile queries, and web
-search against a real loopback HTTP server (including cancellation closing the socket)."""
+"""The search plugin: its settings (kb_path, web_url; no built-in knowledge base), FTS5 ranking
+over the demo hotel's KB (examples/demo/kb), refresh on change, hostile queries, and web search
+against a real loopback HTTP server (including cancellation closing the socket).
+
+How fast hostile queries are answered is measured in bench/ (``search`` section), not here."""
 
 from __future__ import annotations
 
@@ -15,11 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from frontdesk.core import ToolError, host
+import frontdesk.plugins.search as search
+from frontdesk.core import ToolContext, ToolError, host
+from frontdesk.core.profile import load_profile
+from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
 from frontdesk.db.store import TaskStore
-from frontdesk.plugins import knowledge, search
-from frontdesk.plugins.search import search_knowledge, search_web
+from frontdesk.plugins.search import SearchSettings, knowledge, search_knowledge, search_web
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_KB = ROOT / "examples" / "demo" / "kb"
 
 
 @pytest.fixture(autouse=True)
@@ -34,13 +42,13 @@ def clean_env(monkeypatch):
         "all_proxy",
     ):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("FRONTDESK_KB_PATH", raising=False)
-    monkeypatch.delenv("FRONTDESK_SEARCH_WEB_URL", raising=False)
+    for name in ("FRONTDESK_SEARCH_KB_PATH", "FRONTDESK_SEARCH_WEB_URL", "FRONTDESK_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
 async def store(tmp_path):
-    store = await TaskStore.open(f"sqlite+aiosqlite:///{tmp_path}/t.db")
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path}/t.db")
     yield store
     await store.close()
 
@@ -49,9 +57,14 @@ def settings(**values) -> Settings:
     return Settings(_env_file=None, **values)
 
 
-async def make_ctx(store: TaskStore, tool: str = "search_knowledge", cfg: Settings | None = None):
-    from frontdesk.core import ToolContext
+def config(**values) -> SearchSettings:
+    """The search plugin's settings; the demo hotel's KB unless told otherwise."""
+    return SearchSettings(_env_file=None, **{"kb_path": DEMO_KB, **values})
 
+
+async def make_ctx(
+    store: TaskStore, tool: str = "search_knowledge", cfg: SearchSettings | None = None
+):
     row = await store.create(caller="alice", tool=tool, pattern="interruptible", status="running")
     return ToolContext(
         caller="alice",
@@ -60,7 +73,7 @@ async def make_ctx(store: TaskStore, tool: str = "search_knowledge", cfg: Settin
         department="search",
         idempotency_key="k",
         store=store,
-        settings=cfg if cfg is not None else settings(),
+        config=cfg if cfg is not None else config(),
     )
 
 
@@ -98,7 +111,7 @@ def write_kb(root: Path, files: dict[str, str]) -> Path:
     ],
 )
 async def test_most_relevant_section_ranks_first(query, best):
-    hits = await knowledge.search_kb(knowledge.DEFAULT_KB.resolve(), query)
+    hits = await knowledge.search_kb(DEMO_KB.resolve(), query)
     assert hits, query
     assert hits[0].heading == best
     assert [h.score for h in hits] == sorted(h.score for h in hits)  # bm25: lower is better
@@ -137,9 +150,7 @@ async def test_tool_reads_back_top_hits_and_records_progress(store):
 async def test_no_hits_is_a_polite_answer_not_an_error(store):
     ctx = await make_ctx(store)
     answer = await search_knowledge.fn(ctx, query="helicopter landing pad")
-    assert (
-        answer == "I couldn't find anything about helicopter landing pad in the hotel information."
-    )
+    assert answer == "I couldn't find anything about helicopter landing pad in our information."
 
 
 def test_sections_split_at_headings_not_inside_code():
@@ -163,22 +174,67 @@ async def test_custom_kb_folder_from_settings(store, tmp_path):
     root = write_kb(
         tmp_path / "mykb", {"spa.md": "# Spa\n\n## Hammam\n\nThe hammam opens at noon.\n"}
     )
-    ctx = await make_ctx(store, cfg=settings(kb_path=root))
+    ctx = await make_ctx(store, cfg=config(kb_path=root))
     assert (await search_knowledge.fn(ctx, query="hammam")).startswith("1. Hammam: The hammam")
-    # The sample KB is not consulted when an operator's folder is configured.
+    # Only the configured folder is consulted: the demo's KB is not a fallback.
     assert "couldn't find" in await search_knowledge.fn(ctx, query="late checkout")
 
 
-async def test_kb_path_from_environment_when_ctx_has_no_settings(store, tmp_path, monkeypatch):
+async def test_without_a_knowledge_base_the_desk_says_so(store):
+    # No hotel (or any other) knowledge base is built in.
+    ctx = await make_ctx(store, cfg=SearchSettings(_env_file=None))
+    assert ctx.config.kb_path is None
+    with pytest.raises(ToolError) as err:
+        await search_knowledge.fn(ctx, query="late checkout")
+    assert str(err.value) == "There's no knowledge base set up here, so I can't look that up."
+    with pytest.raises(
+        ToolError, match="what you'd like me to look up"
+    ):  # input still checked first
+        await search_knowledge.fn(ctx, query="  ")
+
+
+async def test_kb_path_from_environment_when_ctx_has_no_config(store, tmp_path, monkeypatch):
     root = write_kb(tmp_path / "envkb", {"golf.md": "# Golf\n\nTee times start at 7 am.\n"})
-    monkeypatch.setenv("FRONTDESK_KB_PATH", str(root))
+    monkeypatch.setenv("FRONTDESK_SEARCH_KB_PATH", str(root))
     ctx = await make_ctx(store)
-    ctx.settings = None
+    ctx.config = None
     assert "Tee times" in await search_knowledge.fn(ctx, query="golf tee times")
 
 
+def test_settings_come_from_the_environment_and_the_profile(tmp_path, monkeypatch):
+    kb = write_kb(tmp_path / "biz" / "kb", {"a.md": "# A\n\nText.\n"})
+    profile = tmp_path / "biz" / "frontdesk.toml"
+    profile.write_text(
+        '[business]\nname = "Bayside Dental"\n\n'
+        '[plugins.search]\nkb_path = "kb"\nweb_url = "http://127.0.0.1:9/search"\n'
+    )
+    monkeypatch.chdir(tmp_path)  # not the profile's folder
+    monkeypatch.setenv("FRONTDESK_PROFILE", str(profile.relative_to(tmp_path)))
+    registry = host.load(settings(load_plugins=""), profile=load_profile())
+    cfg = registry.configs["search"]
+    assert isinstance(cfg, SearchSettings) and registry.config_errors == []
+    # A relative path in the profile is taken from the profile's folder, not the cwd.
+    assert cfg.kb_path == kb.resolve()
+    assert cfg.web_url == "http://127.0.0.1:9/search"
+
+    # The environment beats the profile; an absolute path is left as it is.
+    other = write_kb(tmp_path / "other", {"b.md": "# B\n\nText.\n"})
+    monkeypatch.setenv("FRONTDESK_SEARCH_KB_PATH", str(other))
+    monkeypatch.setenv("FRONTDESK_SEARCH_WEB_URL", "  ")
+    cfg = host.load(settings(load_plugins=""), profile=load_profile()).configs["search"]
+    assert cfg.kb_path == other and cfg.web_url is None  # blank means off
+
+
+def test_an_unknown_profile_key_is_one_line_naming_it(tmp_path, monkeypatch):
+    profile = tmp_path / "frontdesk.toml"
+    profile.write_text('[plugins.search]\nkb_pth = "kb"\n')
+    monkeypatch.setenv("FRONTDESK_PROFILE", str(profile))
+    registry = host.load(settings(load_plugins=""), profile=load_profile())
+    assert registry.config_errors == [f"{profile}: plugins.search.kb_pth: unknown key"]
+
+
 async def test_missing_kb_folder_is_a_clean_error(store, tmp_path):
-    ctx = await make_ctx(store, cfg=settings(kb_path=tmp_path / "nowhere"))
+    ctx = await make_ctx(store, cfg=config(kb_path=tmp_path / "nowhere"))
     with pytest.raises(ToolError, match="isn't available"):
         await search_knowledge.fn(ctx, query="pool")
 
@@ -250,8 +306,8 @@ HOSTILE = [
 
 @pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
 async def test_hostile_queries_are_searched_safely(store, query):
+    # Correctness only: how long these take is bench/search_queries.py's business.
     ctx = await make_ctx(store)
-    started = time.perf_counter()
     try:
         answer = await search_knowledge.fn(ctx, query=query)
     except ToolError as exc:  # only the clean "give me some words" error is acceptable
@@ -260,13 +316,12 @@ async def test_hostile_queries_are_searched_safely(store, query):
         assert isinstance(answer, str) and 0 < len(answer) < 2000
         answer.encode("utf-8")  # speakable: no lone surrogates
         assert "\x00" not in answer
-    assert time.perf_counter() - started < 3
     # Injection-shaped text changed nothing: the index still answers.
     assert "Late checkout" in await search_knowledge.fn(ctx, query="late checkout")
 
 
 async def test_fullwidth_and_accented_words_still_match(tmp_path):
-    hits = await knowledge.search_kb(knowledge.DEFAULT_KB.resolve(), "ｐｏｏｌ towels")
+    hits = await knowledge.search_kb(DEMO_KB.resolve(), "ｐｏｏｌ towels")
     assert hits[0].heading == "Rooftop pool"
     root = write_kb(tmp_path / "kb", {"cafe.md": "# Café\n\nThe café serves crème brûlée.\n"})
     assert (await knowledge.search_kb(root, "creme brulee"))[0].document == "Café"
@@ -400,7 +455,7 @@ class Loopback:
 
 
 async def web_ctx(store: TaskStore, url: str | None):
-    return await make_ctx(store, tool="search_web", cfg=settings(search_web_url=url))
+    return await make_ctx(store, tool="search_web", cfg=config(web_url=url))
 
 
 async def test_web_search_answers_from_the_service(store):
@@ -490,6 +545,7 @@ async def test_web_search_sends_hostile_text_safely(store):
 def test_plugin_registers_the_search_department():
     registry = host.load(settings(load_plugins=""))
     assert registry.plugins["search"].errors == []
+    assert type(registry.configs["search"]).__name__ == "SearchSettings"
     dept = registry.departments["search"]
     assert [t.name for t in dept.tools] == ["search_knowledge", "search_web"]
     assert {"checkout", "wifi", "pets"} <= set(dept.keywords)
@@ -498,11 +554,18 @@ def test_plugin_registers_the_search_department():
         assert spec.json_schema()["required"] == ["query"]
 
 
-def test_sample_kb_ships_enough_to_demo():
-    files = sorted(p.name for p in knowledge.DEFAULT_KB.glob("*.md"))
+def test_demo_kb_ships_enough_to_demo():
+    files = sorted(p.name for p in DEMO_KB.glob("*.md"))
     assert 6 <= len(files) <= 10
-    text = (knowledge.DEFAULT_KB / "checkout.md").read_text()
+    text = (DEMO_KB / "checkout.md").read_text()
     assert "Late checkout until 2 pm" in text
+
+
+def test_the_plugin_names_no_business():
+    # The business is the profile's (examples/demo/ is the hotel); the plugin is anyone's.
+    for path in Path(search.__file__).parent.rglob("*.py"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert "harbor light" not in text and "hotel" not in text, path
 
 
 async def test_web_search_never_logs_the_configured_url(store, caplog):

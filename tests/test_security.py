@@ -19,17 +19,29 @@ import pytest
 from livekit import rtc
 from livekit.agents import llm
 
-from frontdesk.core import ToolContext, hookimpl, host, tool
-from frontdesk.core.patterns import run_tool
-from frontdesk.core.rpc import METHOD_CANCEL, METHOD_TASKS, TaskRpc
-from frontdesk.core.scenario import parse_scenario
-from frontdesk.core.session import CallRuntime
-from frontdesk.core.simulate import simulate
+from frontdesk.agents.patterns import run_tool
+from frontdesk.agents.programs.scenario import parse_scenario
+from frontdesk.agents.programs.simulate import simulate
+from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASKS, TaskRpc
+from frontdesk.agents.runtime import CallRuntime
+from frontdesk.core import Database, ToolContext, hookimpl, host, tool
+from frontdesk.core.schema import open_store
 from frontdesk.db.models import utcnow
-from frontdesk.db.store import TaskStore
-from frontdesk.plugins import ledger
+from frontdesk.plugins.billing import ledger
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GUESSES: list[Any] = [0, -1, 2**31, 2**63, "1 OR 1=1", "1; DROP TABLE tasks", "9e9", None]
+
+
+@pytest.fixture(autouse=True)
+def _demo_invoices(monkeypatch):
+    # Every new caller opens with the demo's three invoices (billing's seed_invoices), set
+    # before any registry is built so billing's settings carry it.
+    monkeypatch.setenv(
+        "FRONTDESK_BILLING_SEED_INVOICES", str(ROOT / "examples" / "demo" / "invoices.toml")
+    )
+    monkeypatch.setenv("FRONTDESK_BILLING_PAYEE", "Harbor Light Hotel")
 
 
 async def call_tool(store, registry, settings, caller: str, tool_name: str, **args: Any) -> str:
@@ -81,10 +93,13 @@ async def test_billing_never_reveals_or_charges_another_callers_invoices(store, 
         invoice_id="INV-1002", amount="120.00", confirmed=True,
     )  # fmt: skip
     assert said.startswith("Done:")
-    account = await ledger.get_account(store, "mallory")
-    [payment] = await ledger.payments(store, account.id)
-    mallory_invoices = {i.id for i in await ledger.invoices(store, account.id)}
-    before = (account.balance, len(await ledger.payments(store, account.id)))
+    db = Database(store)
+    payee = registry.configs["billing"].payee
+    account = await ledger.get_account(db, "mallory")
+    [payment] = await ledger.payments(db, account.id)
+    mallory_invoices = {i.id for i in await ledger.invoices(db, account.id)}
+    assert mallory_invoices == {"INV-1001", "INV-1002", "INV-1003"}
+    before = (account.balance, len(await ledger.payments(db, account.id)))
     listing = await call_tool(store, registry, settings, "alice", "list_invoices")
     assert not any(i in listing for i in mallory_invoices)
     for invoice in [
@@ -95,7 +110,7 @@ async def test_billing_never_reveals_or_charges_another_callers_invoices(store, 
                 store, registry, settings, "alice", "pay_invoice",
                 invoice_id=invoice, amount="1.00", confirmed=confirmed,
             )  # fmt: skip
-            owned = ledger.PAYEE in out or out.startswith("Done:")
+            owned = payee in out or out.startswith("Done:")
             if any(invoice.endswith(i[4:]) and not owned for i in mallory_invoices):
                 assert out == f"ERROR {ledger.INVOICE_NOT_FOUND}", (invoice, out)
             assert "MALLORY" not in out.upper()
@@ -105,8 +120,8 @@ async def test_billing_never_reveals_or_charges_another_callers_invoices(store, 
                 store, registry, settings, "alice", "refund", payment_id=guess, confirmed=confirmed
             )
             assert out == f"ERROR {ledger.PAYMENT_NOT_FOUND}", (guess, out)
-    account = await ledger.get_account(store, "mallory")
-    assert (account.balance, len(await ledger.payments(store, account.id))) == before
+    account = await ledger.get_account(db, "mallory")
+    assert (account.balance, len(await ledger.payments(db, account.id))) == before
 
 
 class StandIn:
@@ -219,7 +234,7 @@ async def test_card_numbers_and_cvvs_never_reach_rows_events_or_logs(settings, t
     assert outputs["file_note"]["is_error"] and "card numbers" in outputs["file_note"]["output"]
     assert outputs["parse_note"]["is_error"]
 
-    store = await TaskStore.open(settings.database_url)
+    store = await open_store(settings.database_url)
     try:
         rows = {t.tool: t for t in await store.list(caller="carla", limit=None)}
         assert rows["verify_card"].args == {

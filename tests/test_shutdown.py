@@ -11,7 +11,7 @@ import time
 import crashkit
 import pytest
 
-from frontdesk.db.store import TaskStore
+from frontdesk.core.schema import open_store
 
 EXIT_BOUND_SECONDS = 10.0  # STOP_GRACE_SECONDS (5) for stubborn jobs, plus closing the store
 
@@ -21,7 +21,7 @@ def test_signal_releases_the_running_job_and_exits_within_a_bound(settings, sig)
     url = settings.database_url
 
     async def queue() -> int:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         try:
             job = await store.create(
                 caller="ada", tool="experiment", pattern="background", plugin="kit",
@@ -61,7 +61,7 @@ def test_signal_releases_the_running_job_and_exits_within_a_bound(settings, sig)
     assert note.startswith("released by runner:") and f":{runner.pid}:" in note
 
     async def take_over() -> int:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
         try:
             claimed = await store.claim("runner:next", 30)  # at once, no lease to wait out
             assert claimed is not None and claimed.id == job_id

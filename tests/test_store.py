@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from frontdesk.core.errors import TaskNotFound
+from frontdesk.core.schema import open_store
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import ALLOWED_FROM, TaskStore
 
@@ -137,7 +138,7 @@ async def test_create_unless_recent_inserts_only_the_first_attempt(store: TaskSt
 
     # Same prefix at once from this store and from another (as another process would have):
     # one write wins, the others see it and insert nothing.
-    other = await TaskStore.open(store.url)
+    other = await open_store(store.url)
     try:
         results = await asyncio.gather(
             *(

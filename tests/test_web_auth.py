@@ -16,7 +16,7 @@ from frontdesk.agents.programs.web.auth import COOKIE, session_value
 
 TOKEN = "s3cret-token-for-tests"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
-FRONTDESK = [sys.executable, "-m", "frontdesk.core"]
+FRONTDESK = [sys.executable, "-m", "frontdesk.agents.programs"]
 
 
 async def test_token_guards_api_pages_openapi_and_events(db_url):

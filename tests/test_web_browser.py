@@ -23,7 +23,7 @@ from test_rpc import StandInParticipant
 from webkit import chromium, need_browser, run_async, serve, write_from_another_process
 
 from frontdesk.agents.programs.web.app import create_app
-from frontdesk.core.rpc import TaskRpc
+from frontdesk.agents.rpc import TaskRpc
 from frontdesk.db.store import TaskStore
 
 FAKE_LIVEKIT = Path(__file__).parent / "web" / "fake_livekit.js"

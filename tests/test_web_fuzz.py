@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from webclient import served
 
-from frontdesk.db.store import TaskStore
+from frontdesk.core.schema import open_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -29,7 +29,7 @@ EXAMPLES = 30  # per operation and mode (valid input, and input the schema forbi
 
 
 async def _seed(url: str) -> None:
-    store = await TaskStore.open(url)
+    store = await open_store(url)
     try:
         await store.call_started("room-1", "ann")
         for i in range(6):

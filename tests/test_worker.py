@@ -11,9 +11,11 @@ from livekit import rtc
 from livekit.agents import AgentSession, JobExecutorType, JobProcess
 from livekit.agents.testing import fake_job_context
 
-from frontdesk.core import host, worker
-from frontdesk.core.followups import FollowupWatcher
-from frontdesk.core.rpc import METHOD_CANCEL, METHOD_TASKS
+from frontdesk.agents.followups import FollowupWatcher
+from frontdesk.agents.programs import worker
+from frontdesk.agents.rpc import METHOD_CANCEL, METHOD_TASKS
+from frontdesk.core import host
+from frontdesk.core.schema import open_store
 from frontdesk.db.store import TaskStore
 
 pytestmark = pytest.mark.usefixtures("no_network")
@@ -206,11 +208,10 @@ async def test_a_failed_start_releases_what_it_took(env):
 async def test_real_start_call_binds_the_room_and_keeps_the_ack_cache(tmp_path):
     from livekit.agents import AgentSession
 
+    from frontdesk.agents.runtime import start_call
+    from frontdesk.agents.testing import ScriptedLLM
     from frontdesk.core import host
-    from frontdesk.core.session import start_call
     from frontdesk.core.settings import Settings
-    from frontdesk.core.testing import ScriptedLLM
-    from frontdesk.db.store import TaskStore
 
     class RecordingSession(AgentSession):
         started_with: dict = {}
@@ -220,7 +221,7 @@ async def test_real_start_call_binds_the_room_and_keeps_the_ack_cache(tmp_path):
             return await super().start(agent)
 
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/w.db", load_plugins="")
-    store = await TaskStore.open(settings.database_url)
+    store = await open_store(settings.database_url)
     llm = ScriptedLLM()
     session = RecordingSession(llm=llm)
     room, options, acks = object(), object(), object()
@@ -252,7 +253,7 @@ def test_build_server(env, settings):
     server = worker.build_server(settings, agent_name="frontdesk")
     assert server._agent_name == "frontdesk"  # explicit dispatch
     assert server.setup_fnc is worker.prewarm and server._entrypoint_fnc is worker.entrypoint
-    assert "frontdesk.core.worker" in server._preload_modules
+    assert "frontdesk.agents.programs.worker" in server._preload_modules
     assert server._shutdown_process_timeout >= settings.fire_and_forget_grace_seconds + 30
 
 

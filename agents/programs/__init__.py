@@ -1,2 +1,1 @@
-"""Programs: the command line and what it runs (the web console so far; the platform move
-brings the CLI, worker, console and simulate here)."""
+"""The programs: the CLI, the LiveKit worker, the console, simulate and the web console."""

@@ -10,7 +10,7 @@ from alembic import op
 
 revision = "0001"
 down_revision = None
-branch_labels = None
+branch_labels = ("frontdesk",)
 depends_on = None
 
 TS = sa.DateTime(timezone=True)

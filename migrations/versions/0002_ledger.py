@@ -1,67 +1,25 @@
-"""the billing ledger: accounts, invoices and payments
+"""the billing ledger moved to the billing plugin's own branch (a no-op kept for history)
+
+Until the platform move (issue 12) this revision created core's accounts, invoices and payments
+tables. They belong to the billing plugin now: its branch (plugins/billing/migrations, revision
+billing_0001, version table alembic_version_billing) creates them, and adopts them where a
+database already has them from this revision, so their rows are kept. The revision id stays
+"0002" so databases stamped with it need no change.
 
 Revision ID: 0002
 Revises: 0001
 Create Date: 2026-12-01
 """
 
-import sqlalchemy as sa
-from alembic import op
-
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-TS = sa.DateTime(timezone=True)
-# Exact money: never a float (see db/models.py).
-MONEY = sa.Numeric(12, 2, asdecimal=True)
-
 
 def upgrade() -> None:
-    op.create_table(
-        "accounts",
-        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("caller", sa.String(200), nullable=False, unique=True),
-        sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("currency", sa.String(3), nullable=False),
-        sa.Column("balance", MONEY, nullable=False),
-        sa.Column("created_at", TS, nullable=False),
-    )
-    op.create_table(
-        "invoices",
-        sa.Column("id", sa.String(32), primary_key=True),
-        sa.Column("account_id", sa.Integer(), sa.ForeignKey("accounts.id"), nullable=False),
-        sa.Column("payee", sa.String(200), nullable=False),
-        sa.Column("description", sa.String(500), nullable=False),
-        sa.Column("amount", MONEY, nullable=False),
-        sa.Column("status", sa.String(12), nullable=False),
-        sa.Column("due_date", sa.Date(), nullable=False),
-        sa.Column("created_at", TS, nullable=False),
-        sa.CheckConstraint("amount > 0", name="ck_invoices_amount_positive"),
-    )
-    op.create_index("ix_invoices_account_id", "invoices", ["account_id"])
-    op.create_table(
-        "payments",
-        sa.Column("id", sa.String(32), primary_key=True),
-        sa.Column("account_id", sa.Integer(), sa.ForeignKey("accounts.id"), nullable=False),
-        sa.Column("invoice_id", sa.String(32), sa.ForeignKey("invoices.id")),
-        sa.Column("amount", MONEY, nullable=False),
-        sa.Column("kind", sa.String(12), nullable=False),
-        sa.Column("status", sa.String(12), nullable=False),
-        sa.Column("idempotency_key", sa.String(128), nullable=False, unique=True),
-        sa.Column("gateway_ref", sa.String(200)),
-        sa.Column("refunded_payment_id", sa.String(32), sa.ForeignKey("payments.id")),
-        sa.Column("created_at", TS, nullable=False),
-        sa.Column("completed_at", TS),
-        sa.CheckConstraint("amount > 0", name="ck_payments_amount_positive"),
-    )
-    op.create_index("ix_payments_account_id", "payments", ["account_id"])
-    op.create_index("ix_payments_invoice_id", "payments", ["invoice_id"])
-    op.create_index("ix_payments_refunded_payment_id", "payments", ["refunded_payment_id"])
+    pass
 
 
 def downgrade() -> None:
-    op.drop_table("payments")
-    op.drop_table("invoices")
-    op.drop_table("accounts")
+    pass

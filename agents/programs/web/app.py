@@ -1,7 +1,8 @@
 """The console's ASGI app: the JSON API, the pages, static assets, login, and live events.
 
 ``create_app(store_url, token=..., store=...)`` builds it. The lifespan opens the TaskStore
-(unless one is passed in, as ``frontdesk web`` does after checking the database) and starts
+with its schema at the heads, as every writing process does (unless one is passed in, as
+``frontdesk web`` does after checking the database), and starts
 the one ``EventHub`` that serves every SSE client. What the pages use lives on ``app.state``:
 ``store`` (an open TaskStore), ``token`` (None without auth), ``hub`` and ``settings``.
 
@@ -26,9 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from frontdesk.agents.programs.web import api, auth
 from frontdesk.agents.programs.web.sse import EventHub
-from frontdesk.core.errors import TaskNotFound
-from frontdesk.db.actions import NotRetryable
-from frontdesk.db.store import NotCancellable, StoreUnavailable, TaskStore
+from frontdesk.db.errors import NotCancellable, NotRetryable, StoreUnavailable, TaskNotFound
+from frontdesk.db.store import TaskStore
 from frontdesk.db.watch import ChangeWatch
 
 log = logging.getLogger("frontdesk.web")
@@ -51,7 +51,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = store is None
-        app.state.store = store if store is not None else await TaskStore.open(store_url)
+        if store is None:
+            from frontdesk.core.schema import open_store
+
+            app.state.store = await open_store(store_url)
+        else:
+            app.state.store = store
         app.state.hub = EventHub(app.state.store, ChangeWatch(store_url, interval=watch_interval))
         await app.state.hub.start()
         try:

@@ -56,9 +56,9 @@ def web(
     token = web_token()
     if token is None and not is_loopback(host):
         raise fail(f"--host {host} is not loopback: set {TOKEN_ENV} to serve beyond this machine")
-    from frontdesk.core.settings import Settings
+    from frontdesk.core.settings import load_settings
 
-    url = db or Settings().database_url
+    url = db or load_settings().database_url
     sock = bind(host, port)
     try:
         asyncio.run(_serve(url, token, sock))
@@ -73,10 +73,10 @@ async def _serve(url: str, token: str | None, sock: socket.socket) -> None:
 
     from frontdesk.agents.programs.web.app import create_app
     from frontdesk.core.errors import FrontdeskError
-    from frontdesk.db.store import TaskStore
+    from frontdesk.core.schema import open_store
 
     try:
-        store = await TaskStore.open(url)
+        store = await open_store(url)
     except FrontdeskError as exc:
         raise fail(str(exc)) from None
     try:

@@ -1,0 +1,337 @@
+"""The four long-running patterns, as LiveKit function tools.
+
+A plugin author writes ``@tool(pattern=...)``; this module turns the ``ToolSpec`` into a raw
+LiveKit function tool whose handler does the plumbing for that pattern and writes every state
+change to the TaskStore. The decision table is in docs/patterns.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from livekit.agents import RunContext, llm
+from livekit.agents.llm import function_tool
+
+from frontdesk.core.context import ToolContext
+from frontdesk.core.errors import ToolError
+from frontdesk.core.execution import execute, stable_key
+from frontdesk.core.execution import failure as core_failure
+from frontdesk.core.recording import (
+    RESTART,
+    invalid_input_sentence,
+    job_args_problem,
+    record,
+    stored_args,
+    stored_error,
+    to_jsonable,
+)
+from frontdesk.core.tools import ToolSpec, mask_cards
+from frontdesk.db.models import utcnow
+from frontdesk.db.store import Task
+
+if TYPE_CHECKING:
+    from frontdesk.agents.call import Call
+
+log = logging.getLogger("frontdesk.patterns")
+
+INTERRUPTED = "interrupted by caller"
+STORE_DOWN = (
+    "Sorry, I can't do that right now; our records system isn't answering. Let's try again shortly."
+)
+
+
+def function_tool_for(spec: ToolSpec, runtime: Call, department: str) -> llm.Tool:
+    schema = {"name": spec.name, "description": spec.description, "parameters": spec.json_schema()}
+
+    async def handler(raw_arguments: dict[str, Any], context: RunContext) -> Any:
+        return await run_tool(spec, runtime, department, raw_arguments, context)
+
+    return function_tool(handler, raw_schema=schema)
+
+
+def for_llm(result: Any) -> str:
+    """What the LLM reads: text as is, anything else as compact JSON; card numbers masked."""
+    if result is None:
+        return "Done."
+    # Masked again here: a replayed row may predate result masking.
+    return mask_cards(result if isinstance(result, str) else json.dumps(result, default=str))
+
+
+def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
+    """As ``frontdesk.core.execution.failure``; LiveKit's own ToolError is a clean message too."""
+    if isinstance(exc, llm.ToolError):
+        return stored_error(str(exc)), stored_error(str(exc))
+    return core_failure(exc, spec)
+
+
+def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
+    canonical = json.dumps([caller, tool, args], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _fresh_key(digest: str) -> str:
+    return f"{digest}.{int(utcnow().timestamp())}"
+
+
+async def _create_critical(
+    runtime: Call, spec: ToolSpec, digest: str, fields: dict[str, Any]
+) -> tuple[str, Task | str]:
+    """(stable key, the new row or the answer of an earlier attempt).
+
+    The same tool, arguments and caller within the window are one logical call; they share
+    the stable key that a plugin hands to its side effects (a payment gateway), while each row
+    gets a unique suffixed copy because the column is unique. The first attempt's lookup and
+    INSERT are one write (no separate read on the turn).
+    """
+    key = _fresh_key(digest)
+    since = utcnow() - timedelta(seconds=runtime.settings.idempotency_window_seconds)
+    row, prior = await runtime.store.create_unless_recent(
+        key_prefix=digest, since=since, idempotency_key=key, **fields
+    )
+    if row is not None:
+        return key, row
+    base = stable_key(prior[-1].idempotency_key or "")
+    replay = await _replay(runtime, spec, prior)
+    if replay is not None:
+        return base, replay
+    # Only unique: the number of earlier attempts would repeat once the oldest leaves the window.
+    row = await runtime.store.create(**fields, idempotency_key=f"{base}#{uuid.uuid4().hex[:12]}")
+    return base, row
+
+
+async def run_tool(
+    spec: ToolSpec, runtime: Call, department: str, raw_args: Any, run_ctx: RunContext | None
+) -> Any:
+    store = runtime.store
+    common = dict(
+        caller=runtime.caller,
+        tool=spec.name,
+        pattern=spec.pattern,
+        session_id=runtime.session_id,
+        department=department,
+        plugin=spec.plugin,
+    )
+    try:
+        args = spec.validate(raw_args)
+        problem = job_args_problem(args) if spec.pattern == "background" else None
+        if problem is not None:
+            raise ToolError(problem)
+    except ToolError as exc:
+        sentence = invalid_input_sentence(spec, str(exc))
+        # Bad input still leaves a trace: a failed row saying what was wrong. It is written
+        # under a lease, so a crash between the two writes cannot leave it running for ever.
+        try:
+            row = await store.create(
+                **common,
+                status="running",
+                args=stored_args(spec, raw_args),
+                lease_owner=runtime.owner,
+                lease_seconds=runtime.settings.job_lease_seconds,
+            )
+            await _close(
+                runtime,
+                row.id,
+                "failed",
+                error=sentence,
+                note="invalid arguments",
+                delivered_at=utcnow(),
+            )
+        except Exception:
+            # The caller still hears what was wrong; the trace is what the database lost.
+            log.warning("could not record invalid arguments for %s", spec.name, exc_info=True)
+        raise llm.ToolError(sentence) from None
+
+    if spec.pattern == "critical" and run_ctx is not None:
+        # Before any row or side effect: once this returns, the caller cannot cut us off.
+        try:
+            run_ctx.disallow_interruptions()
+        except RuntimeError:
+            log.info("%s not started: the caller interrupted before it began", spec.name)
+            return None
+    # The same critical call twice at once (an LLM can emit duplicate parallel calls) must
+    # not race past the idempotency check: the second waits and is answered from the first.
+    digest = _digest(runtime.caller, spec.name, args)
+    same_call = (
+        runtime.critical_lock(digest) if spec.pattern == "critical" else contextlib.nullcontext()
+    )
+    async with same_call:
+        try:
+            if spec.pattern == "background":
+                row = await store.create(
+                    **common, status="queued", args=args, note="queued for the runner"
+                )
+                return background_ack(spec, row)
+            fields = dict(
+                common,
+                status="running",
+                args=spec.redact(args),
+                lease_owner=runtime.owner,
+                lease_seconds=runtime.settings.job_lease_seconds,
+            )
+            if spec.pattern == "critical":
+                logical_key, created = await _create_critical(runtime, spec, digest, fields)
+                if isinstance(created, str):
+                    return created
+                row = created
+            else:
+                logical_key = _fresh_key(digest)
+                row = await store.create(**fields)
+        except llm.ToolError:
+            raise
+        except Exception:
+            log.exception("task store unavailable for %s", spec.name)
+            raise llm.ToolError(STORE_DOWN) from None
+
+    ctx = ToolContext(
+        caller=runtime.caller,
+        session_id=runtime.session_id,
+        task_id=row.id,
+        department=department,
+        idempotency_key=logical_key,
+        store=store,
+        run_ctx=run_ctx,
+        hook=runtime.registry.pm.hook,
+        config=runtime.registry.configs.get(spec.plugin or ""),
+    )
+    work = asyncio.ensure_future(execute(spec, ctx, args))
+    runtime.track(row.id, spec, work)
+
+    if spec.pattern == "fire_and_forget":
+        work.add_done_callback(lambda w: runtime.spawn(finish(runtime, spec, row.id, w)))
+        return spec.ack or "Okay, that's taken care of."
+
+    if spec.pattern == "critical":
+        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
+            await asyncio.wait([work])
+        return await finish(runtime, spec, row.id, work)
+
+    # interruptible
+    if run_ctx is not None:
+        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
+            await run_ctx.speech_handle.wait_if_not_interrupted([work])
+        if run_ctx.speech_handle.interrupted and not work.done():
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work  # let the tool's own cleanup (close a request, stop a query) run
+            runtime.untrack(row.id)
+            await _close(
+                runtime,
+                row.id,
+                "cancelled",
+                error=INTERRUPTED,
+                note=INTERRUPTED,
+                delivered_at=utcnow(),
+            )
+            return None  # no stale result reaches the LLM
+    else:
+        await asyncio.wait([work])
+    return await finish(runtime, spec, row.id, work)
+
+
+@contextlib.asynccontextmanager
+async def _ack(spec: ToolSpec, runtime: Call, run_ctx: RunContext | None) -> AsyncIterator[None]:
+    """Say the tool's ``ack`` if its work is still running after the threshold."""
+    if spec.ack and run_ctx is not None:
+        ack: str = spec.ack
+        source: Any = ack
+        if runtime.acks is not None:
+            acks = runtime.acks
+
+            def source(step: int) -> Any:
+                # Cached audio plays at once; an uncached phrase is synthesized as usual.
+                clip = acks.cached(ack)
+                return runtime.session.say(ack, audio=acks.frames(clip)) if clip else ack
+
+        async with run_ctx.with_filler(source, delay=runtime.settings.ack_after_seconds):
+            yield
+    else:
+        yield
+
+
+async def finish(runtime: Call, spec: ToolSpec, task_id: int, work: asyncio.Future[Any]) -> Any:
+    """Record how ``work`` ended and return what the LLM should read (or raise ToolError)."""
+    runtime.untrack(task_id)
+    if work.cancelled():
+        await _close(
+            runtime,
+            task_id,
+            "cancelled",
+            error="cancelled",
+            note="cancelled",
+            delivered_at=utcnow(),
+        )
+        return None
+    exc = work.exception()
+    if exc is None:
+        result = to_jsonable(work.result())
+        await _close(runtime, task_id, "succeeded", result=result, delivered_at=utcnow())
+        return for_llm(result)
+    error, sentence = failure(exc, spec)
+    await _close(runtime, task_id, "failed", error=error, note=error, delivered_at=utcnow())
+    if spec.pattern == "fire_and_forget":
+        return None  # errors are recorded, never raised into the session
+    raise llm.ToolError(sentence)
+
+
+async def _close(runtime: Call, task_id: int, status: str, **values: Any) -> None:
+    """Write a task's end. If the database is down the caller still gets the answer now, and
+    the write is retried in the background until the database is back (or the call ends)."""
+    try:
+        await runtime.store.transition(task_id, status, **values)
+    except Exception:
+        log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
+        runtime.spawn(record(runtime.store, task_id, status, **values))
+
+
+async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | None:
+    """A critical call repeated within the window: answer from the first, never redo it.
+
+    A row left running by a dead call process (its lease expired) is closed here rather than
+    waiting for a runner, and earlier failures the caller was never told about are marked
+    told: the caller is retrying now and hears this attempt's outcome. The retry runs under
+    the same stable key, so a plugin reconciles its side effect (billing asks the gateway)."""
+    done = next((t for t in prior if t.status == "succeeded"), None)
+    if done is not None:
+        log.info("critical %s replayed from task %s", spec.name, done.id)
+        return for_llm(done.result)
+    now = utcnow()
+    for task in prior:
+        if task.status == "running" and task.id not in runtime.inflight:
+            if task.lease_expires_at is None or task.lease_expires_at > now:
+                raise llm.ToolError(
+                    "That request is still being processed. I'll let you know when it completes."
+                )
+            await runtime.store.transition(
+                task.id,
+                "failed",
+                error=RESTART,
+                note=f"{RESTART} ({task.lease_owner}); the caller retried",
+                expect=("running",),
+                owner=task.lease_owner,
+                lease_expired=True,
+                delivered_at=now,
+            )
+        elif task.status == "failed" and task.delivered_at is None:
+            await runtime.store.mark_delivered(task.id, note="superseded by the caller's retry")
+    running = next((t for t in prior if t.id in runtime.inflight), None)
+    if running is not None:
+        await asyncio.wait([runtime.inflight[running.id][1]])
+        refreshed = await runtime.store.get(running.id)
+        if refreshed.status == "succeeded":
+            return for_llm(refreshed.result)
+    return None
+
+
+def background_ack(spec: ToolSpec, row: Task) -> str:
+    from frontdesk.core.wording import task_noun
+
+    what = spec.ack or f"I've started your {task_noun(spec.name)}"
+    return f"{what.rstrip('.')}; reference number {row.id}. I'll tell you when it's ready."

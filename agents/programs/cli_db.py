@@ -1,0 +1,126 @@
+"""``frontdesk db``: Alembic upgrade, current and downgrade, for core's branch and every loaded
+plugin's (each keeps its own version table; see migrations/__init__.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from frontdesk.agents.programs.exits import fail, run_async
+from frontdesk.core.errors import FrontdeskError
+from frontdesk.core.settings import load_settings
+
+app = typer.Typer(
+    help="Database schema (Alembic): core and every plugin's branch.", no_args_is_help=True
+)
+
+DbOption = typer.Option(None, "--db", help="Database URL (default: FRONTDESK_DATABASE_URL).")
+BranchOption = typer.Option(
+    None, "--branch", help="Only this branch: frontdesk (core) or a plugin's name."
+)
+
+
+async def _with_conn(url: str, fn: Any, *args: Any) -> Any:
+    from frontdesk.core.errors import FrontdeskError
+    from frontdesk.db.engine import create_engine, mask_url, settle_driver_threads
+
+    engine = create_engine(url, immediate=True)
+    try:
+        async with engine.begin() as conn:
+            return await conn.run_sync(fn, *args)
+    except Exception as exc:
+        if isinstance(exc, FrontdeskError):
+            raise
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise FrontdeskError(f"database {mask_url(url)}: {reason}") from None
+    finally:
+        await engine.dispose()
+        await settle_driver_threads()
+
+
+def _branches(branch: str | None) -> list[Any]:
+    from frontdesk.core import host
+    from frontdesk.core.schema import branches
+
+    found = branches(host.load())
+    if branch is None:
+        return found
+    chosen = [b for b in found if b.name == branch]
+    if not chosen:
+        names = ", ".join(b.name for b in found)
+        raise fail(f"no migration branch {branch!r}; loaded branches: {names}")
+    return chosen
+
+
+def _url(db: str | None) -> str:
+    return db or load_settings().database_url
+
+
+def _existing(url: str) -> str:
+    """``url``, if its SQLite file exists: reading or downgrading must not create one."""
+    from pathlib import Path
+
+    from frontdesk.db.engine import mask_url, parse_url, sqlite_tables
+
+    try:
+        parsed = parse_url(url)
+    except FrontdeskError as exc:
+        raise fail(str(exc)) from None
+    path = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite":
+        return url
+    if not Path(path).is_file():
+        raise fail(
+            f"no frontdesk database at {path}; `frontdesk db upgrade --db {mask_url(url)}` creates one"
+        )
+    tables = sqlite_tables(path)  # read-only: no journal switch on another application's file
+    if tables is None or (tables and "alembic_version" not in tables):
+        raise fail(f"{path} is not a frontdesk database; point --db at one or at a new file")
+    return url
+
+
+@app.command()
+def upgrade(
+    revision: str = typer.Argument("head", help="With --branch: a revision of that branch."),
+    db: str | None = DbOption,
+    branch: str | None = BranchOption,
+) -> None:
+    """Upgrade core and every loaded plugin's schema (default: each to its newest revision)."""
+    from frontdesk.migrations import upgrade_sync
+
+    if revision != "head" and branch is None:
+        raise fail("a revision other than head needs --branch")
+    for b in _branches(branch):
+        run_async(_with_conn(_url(db), upgrade_sync, b, revision))
+        typer.echo(f"{b.name}: upgraded to {revision}")
+
+
+@app.command()
+def downgrade(
+    revision: str = typer.Argument(..., help="e.g. -1 or base"),
+    db: str | None = DbOption,
+    branch: str = typer.Option(..., "--branch", help="frontdesk (core) or a plugin's name."),
+) -> None:
+    """Downgrade one branch's schema."""
+    from frontdesk.migrations import downgrade_sync
+
+    for b in _branches(branch):
+        run_async(_with_conn(_existing(_url(db)), downgrade_sync, b, revision))
+        typer.echo(f"{b.name}: downgraded to {revision}")
+
+
+@app.command()
+def current(db: str | None = DbOption, branch: str | None = BranchOption) -> None:
+    """Show each branch's revision and whether it is its head."""
+    from frontdesk.migrations import current_sync
+
+    for b in _branches(branch):
+        rev = run_async(_with_conn(_existing(_url(db)), current_sync, b))
+        head = b.head
+        state = " (head)" if rev == head else f" (head is {head})"
+        typer.echo(f"{b.name}: {rev or 'empty'}{state}")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="db")

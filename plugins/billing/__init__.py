@@ -1,0 +1,339 @@
+"""Built-in billing plugin: balances, invoices, and exactly-once payments and refunds.
+
+Written as an outside package would be: it imports only ``frontdesk.core``'s public names, its
+own modules, SQLAlchemy and pydantic. Its pieces:
+
+- ``settings.py``: ``BillingSettings`` (``FRONTDESK_BILLING_*`` or ``[plugins.billing]``);
+- ``ledger.py``: billing's own tables (accounts, invoices, payments) and the exactly-once steps;
+- ``gateway.py``: the payment gateway protocol and the built-in ``SandboxGateway``;
+- ``hookspecs.py``: the hooks billing adds (``frontdesk_payment_gateway``,
+  ``billing_statement``), which other plugins implement or call through ``ctx.hook``;
+- ``migrations/``: billing's Alembic branch (``alembic_version_billing``).
+
+Department ``billing`` with ``account_balance`` and ``list_invoices`` (interruptible) and
+``pay_invoice`` and ``refund`` (critical). Confirmation is enforced here, not left to the LLM:
+called with ``confirmed`` false a money-moving tool charges nothing and returns the amount and
+payee to read back. A new account opens with the invoices of the ``seed_invoices`` setting
+(the demo's profile sets it); a deployment's ledger starts empty.
+
+Exactly once (issue 6), for a charge or a refund under the call's idempotency key:
+1. reserve: find the payment row for the key, or validate and insert it as ``pending``;
+2. move the money with the same key (a gateway that has seen the key returns the same ref);
+3. complete: mark the row ``succeeded`` and apply it to the balance and the invoice.
+A retry after a crash between 2 and 3 finds the pending row and asks ``gateway.find(key)``
+before charging, so money moves once and the ledger holds one row per key.
+
+The money goes through a gateway: a plugin supplies one with the ``frontdesk_payment_gateway``
+hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+from frontdesk.core import Database, Department, ToolContext, ToolError, hookimpl, tool
+
+from . import gateway as gateways
+from . import ledger
+from .gateway import PaymentDeclined, PaymentGateway, SandboxGateway
+from .hookspecs import BillingSpecs
+from .ledger import AccountView, PaymentView
+from .money import money as spoken
+from .money import normalize_id, parse_amount
+from .settings import BillingSettings
+
+__all__ = [
+    "BillingSettings",
+    "BillingSpecs",
+    "PaymentDeclined",
+    "PaymentGateway",
+    "SandboxGateway",
+    "reconcile_payment",
+]
+
+log = logging.getLogger("frontdesk.billing")
+
+# The plugin host adds these hookspecs before registering any plugin (see hookspecs.py).
+frontdesk_hookspecs = BillingSpecs
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+UNREACHABLE = (
+    "I couldn't reach the payment service to finish that. Nothing will be charged twice; "
+    "please try again in a moment."
+)
+NO_INVOICES = "You have no open invoices."
+
+
+def _config(ctx: ToolContext) -> BillingSettings:
+    # The host hands billing its own settings; a bare context (a script) gets the defaults.
+    return ctx.config if isinstance(ctx.config, BillingSettings) else BillingSettings()
+
+
+async def _account(ctx: ToolContext) -> AccountView:
+    config = _config(ctx)
+    return await ledger.ensure_account(ctx.database, ctx.caller, config.seeds(), config.payee)
+
+
+# -- the exactly-once steps -----------------------------------------------------------------
+
+
+async def _move_money(
+    db: Database,
+    gateway: PaymentGateway,
+    pay: PaymentView,
+    created: bool,
+    send: Callable[[], Awaitable[str]],
+) -> PaymentView:
+    """Steps 2 and 3 for a reserved payment: ``send()`` the money unless a retry finds that the
+    gateway already has it, then record it. Leaves the row pending if the gateway's answer is
+    unknown, so the caller's next attempt under the same key reconciles it."""
+    if pay.status == "succeeded":
+        return pay
+    key = pay.idempotency_key
+    try:
+        ref = None if created else await gateway.find(key)
+        if ref is None:
+            ref = await send()
+        if not isinstance(ref, str) or not ref:
+            raise TypeError(f"gateway returned {ref!r} instead of a reference")
+    except PaymentDeclined as exc:
+        await ledger.fail(db, pay.id)
+        raise ToolError(str(exc) or "The payment service declined that.") from None
+    except Exception:
+        log.exception("payment gateway failed for payment %s", pay.id)
+        raise ToolError(UNREACHABLE) from None
+    return await ledger.complete(db, pay.id, ref)
+
+
+async def reconcile_payment(
+    db: Database,
+    idempotency_key: str,
+    hook: Any = None,
+    config: BillingSettings | None = None,
+) -> PaymentView | None:
+    """Settle a payment left pending by a dead process, out of band.
+
+    Recovery does not call this today: the caller's retry settles a pending payment through
+    the same steps in ``_move_money``. It is here for an operator's script, and for a
+    recovery hook should one be added.
+
+    If the gateway has the key the payment is completed; otherwise it moved no money and is
+    marked failed (a later retry under the same key tries again). Returns the payment, or None
+    if nothing was recorded under the key.
+    """
+    pay = await ledger.find_payment(db, idempotency_key=idempotency_key)
+    if pay is None or pay.status != "pending":
+        return pay
+    ref = await gateways.gateway_for(hook, config or BillingSettings()).find(idempotency_key)
+    if ref is not None:
+        return await ledger.complete(db, pay.id, ref)
+    await ledger.fail(db, pay.id)
+    return await ledger.find_payment(db, id=pay.id)
+
+
+def _mismatch(pay: PaymentView, **expected: Any) -> None:
+    # The same key for different details: refuse rather than answer for another request.
+    if any(getattr(pay, k) != v for k, v in expected.items()):
+        raise ToolError("That doesn't match the earlier request; please start the payment again.")
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+@tool(pattern="interruptible")
+async def account_balance(ctx: ToolContext) -> str:
+    """Tell the caller their account balance: how much they owe and on how many open invoices."""
+    account = await _account(ctx)
+    open_ = [i for i in await ledger.invoices(ctx.database, account.id) if i.open_amount > 0]
+    if account.balance <= 0 and not open_:
+        return (
+            f"Your balance is {spoken(account.balance, account.currency)}; "
+            "you have no open invoices, so nothing is due."
+        )
+    plural = "invoice" if len(open_) == 1 else "invoices"
+    return (
+        f"Your balance is {spoken(account.balance, account.currency)}, "
+        f"across {len(open_)} open {plural}."
+    )
+
+
+@tool(pattern="interruptible")
+async def list_invoices(ctx: ToolContext) -> str:
+    """List the caller's invoices with their ids, amounts, what is still open and due dates."""
+    account = await _account(ctx)
+    items = await ledger.invoices(ctx.database, account.id)
+    if not items:
+        return NO_INVOICES
+    cur = account.currency
+    lines = []
+    for inv in sorted(items, key=lambda i: (i.open_amount <= 0, i.id)):  # open ones first
+        due = f"due {inv.due_date:%B} {inv.due_date.day}"
+        if inv.open_amount <= 0:
+            state = "paid"
+        elif inv.open_amount < inv.amount:
+            state = f"{spoken(inv.open_amount, cur)} still open, {due}"
+        else:
+            state = f"open, {due}"
+        lines.append(
+            f"{inv.id}: {inv.description}, {spoken(inv.amount, cur)} to {inv.payee}, {state}."
+        )
+    open_count = sum(1 for i in items if i.open_amount > 0)
+    return f"You have {open_count} open of {len(items)} invoices. " + " ".join(lines)
+
+
+def _canonical(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Spell a value one way before the tool sees it: the idempotency key hashes the
+    arguments, so "50", 50 and 50.0 (or "inv 1001" and "INV-1001") must be one payment, not
+    three. A value that cannot be read is passed on as is, for the tool to refuse in words."""
+
+    def canonical(raw: Any) -> Any:
+        try:
+            value = parse(raw)
+        except Exception:
+            return raw
+        return raw if value is None else str(value)
+
+    return canonical
+
+
+Amount = Annotated[str | int | float, BeforeValidator(_canonical(parse_amount))]
+InvoiceId = Annotated[str, BeforeValidator(_canonical(lambda raw: normalize_id(raw, "INV")))]
+PaymentId = Annotated[str, BeforeValidator(_canonical(lambda raw: normalize_id(raw, "PAY")))]
+
+
+@tool(pattern="critical")
+async def pay_invoice(
+    ctx: ToolContext, invoice_id: InvoiceId, amount: Amount, confirmed: bool = False
+) -> str:
+    """Pay one of the caller's invoices, in full or in part.
+
+    First call with confirmed=false: nothing is charged, and the answer gives the amount and
+    payee to read back. Call again with the same details and confirmed=true only after the
+    caller clearly says yes.
+    """
+    value = parse_amount(amount)
+    account = await _account(ctx)
+    wanted = normalize_id(invoice_id, "INV")
+    invoice = await ledger.find_invoice(ctx.database, account.id, wanted) if wanted else None
+    if not confirmed:
+        invoice = ledger.check_payable(invoice, value)
+        rest = invoice.open_amount - value
+        left = f" That leaves {spoken(rest, account.currency)} open on it." if rest > 0 else ""
+        return (
+            f"You're about to pay {spoken(value, account.currency)} to {invoice.payee} "
+            f"for invoice {invoice.id}.{left} Shall I go ahead?"
+        )
+    if wanted is None or invoice is None:
+        raise ToolError(ledger.INVOICE_NOT_FOUND)
+    gateway = gateways.gateway_for(ctx.hook, _config(ctx))
+    key = ctx.idempotency_key
+    pay, created = await ledger.reserve_charge(ctx.database, account, invoice.id, value, key)
+    _mismatch(pay, kind="charge", account_id=account.id, invoice_id=invoice.id, amount=value)
+    await ctx.progress(0.5, "charging")
+    pay = await _move_money(
+        ctx.database, gateway, pay, created, lambda: gateway.charge(account, value, key)
+    )
+    return (
+        f"Done: I paid {spoken(pay.amount, account.currency)} to {invoice.payee} for invoice "
+        f"{invoice.id}. Your payment reference is {pay.id}."
+    )
+
+
+@tool(pattern="critical")
+async def refund(ctx: ToolContext, payment_id: PaymentId, confirmed: bool = False) -> str:
+    """Refund one of the caller's payments in full, by its payment reference (PAY-...).
+
+    First call with confirmed=false: nothing is refunded, and the answer gives the amount and
+    payee to read back. Call again with confirmed=true only after the caller clearly says yes.
+    """
+    account = await _account(ctx)
+    wanted = normalize_id(payment_id, "PAY")
+    original = (
+        await ledger.find_payment(ctx.database, id=wanted, account_id=account.id, kind="charge")
+        if wanted
+        else None
+    )
+    if original is None:
+        raise ToolError(ledger.PAYMENT_NOT_FOUND)
+    invoice = (
+        await ledger.find_invoice(ctx.database, account.id, original.invoice_id)
+        if original.invoice_id
+        else None
+    )
+    payee = invoice.payee if invoice else _config(ctx).payee
+    about = f" on invoice {invoice.id}" if invoice else ""
+    amount = spoken(original.amount, account.currency)
+    if not confirmed:
+        # Refusals (already refunded, still pending) come before the question, not after it.
+        done = await ledger.payments(ctx.database, account.id)
+        ledger.check_refundable(original, [p for p in done if p.refunded_payment_id == original.id])
+        return (
+            f"You're about to get a refund of {amount} from {payee} for payment "
+            f"{original.id}{about}. Shall I go ahead?"
+        )
+    gateway = gateways.gateway_for(ctx.hook, _config(ctx))
+    key = ctx.idempotency_key
+    pay, created = await ledger.reserve_refund(ctx.database, account, original.id, key)
+    _mismatch(pay, kind="refund", account_id=account.id, refunded_payment_id=original.id)
+    await ctx.progress(0.5, "refunding")
+    pay = await _move_money(
+        ctx.database,
+        gateway,
+        pay,
+        created,
+        lambda: gateway.refund(original.gateway_ref or "", original.amount, key),
+    )
+    return (
+        f"Done: {amount} from payment {original.id} is refunded{about}. "
+        f"Your refund reference is {pay.id}."
+    )
+
+
+INSTRUCTIONS = """\
+You are the billing desk, talking with a caller by voice.
+You help with their balance, their invoices, paying an invoice and refunding a payment.
+Use your tools for every figure; never guess or work out amounts yourself.
+Before any payment or refund, call the tool with confirmed set to false, then read back the
+amount and the payee exactly as the tool gives them and ask the caller to confirm.
+Only after the caller clearly says yes, call the same tool again with the same details and
+confirmed set to true. If they hesitate, say no or change anything, do not confirm.
+Never ask for or repeat card numbers or security codes.
+Keep replies to one or two short spoken sentences: no lists, symbols or markdown; say amounts
+the way a person would. If the caller needs another department, transfer them."""
+
+
+@hookimpl
+def register_departments(register: Any) -> None:
+    register(
+        Department(
+            name="billing",
+            description="account balance, invoices, paying an invoice and refunds",
+            instructions=INSTRUCTIONS,
+            tools=[account_balance, list_invoices, pay_invoice, refund],
+            keywords=["bill", "invoice", "pay", "payment", "balance", "refund", "charge", "owe"],
+        )
+    )
+
+
+@hookimpl
+def register_settings(register: Any) -> None:
+    register(BillingSettings)
+
+
+@hookimpl
+def register_migrations(register: Any) -> None:
+    register(MIGRATIONS)
+
+
+@hookimpl
+async def billing_statement(
+    caller: str, database: Database, start: datetime, end: datetime
+) -> dict[str, Any] | None:
+    # The payee of a payment whose invoice is gone is the default; each invoice names its own.
+    return await ledger.statement(database, caller, start, end)
