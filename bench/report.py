@@ -373,15 +373,20 @@ def _web(w: dict[str, Any]) -> list[str]:
         ]
     elif "skipped" in pg:
         out += ["", f"Postgres listing skipped: {pg['skipped']}"]
-    out += [
-        "",
-        f"{lv['clients']} SSE clients, {lv['commits']} commits by another process: commit -> "
-        f"each client median {_f(lv['commit_to_each_client_ms'].get('median'))} ms, p95 "
-        f"{_f(lv['commit_to_each_client_ms'].get('p95'))} ms; -> the last of the {lv['clients']} "
-        f"median {_f(lv['commit_to_last_client_ms'].get('median'))} ms, p95 "
-        f"{_f(lv['commit_to_last_client_ms'].get('p95'))} ms; server CPU with all clients idle "
-        f"{_f(lv['idle_cpu_percent_of_a_core'])}% of a core over {lv['idle_seconds']:.0f} s.",
-    ]
+    for label, lv in (("SQLite", w["live"]), ("Postgres", w.get("live_postgres") or {})):
+        if "clients" not in lv:
+            if "skipped" in lv:
+                out += ["", f"SSE on {label} skipped: {lv['skipped']}"]
+            continue
+        out += [
+            "",
+            f"{label}: {lv['clients']} SSE clients, {lv['commits']} commits by another process: "
+            f"commit -> each client median {_f(lv['commit_to_each_client_ms'].get('median'))} ms, "
+            f"p95 {_f(lv['commit_to_each_client_ms'].get('p95'))} ms; -> the last of the "
+            f"{lv['clients']} median {_f(lv['commit_to_last_client_ms'].get('median'))} ms, p95 "
+            f"{_f(lv['commit_to_last_client_ms'].get('p95'))} ms; server CPU with all clients "
+            f"idle {_f(lv['idle_cpu_percent_of_a_core'])}% of a core over {lv['idle_seconds']:.0f} s.",
+        ]
     return out
 
 

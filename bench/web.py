@@ -241,66 +241,80 @@ async def _client(base: str, received: dict[int, list[float]], ready: asyncio.Ev
 
 
 async def live(quick: bool) -> dict[str, Any]:
+    with scratch("web-live-") as dir_:
+        return await _live(sqlite_url(dir_ / "live.db"), quick)
+
+
+async def live_postgres(quick: bool) -> dict[str, Any]:
+    """The same 50 clients on Postgres: the hub wakes on the writer's NOTIFY."""
+    sys.path.insert(0, str(BENCH.parent / "tests"))
+    import pgtest
+
+    if pgtest.check_server() is not None:
+        return {"skipped": pgtest.check_server()}
+    with pgtest.fresh_database("bench_live") as url:
+        return await _live(url, quick)
+
+
+async def _live(url: str, quick: bool) -> dict[str, Any]:
     commits = 15 if quick else 60
     idle_seconds = 5.0 if quick else 20.0
-    with scratch("web-live-") as dir_:
-        url = sqlite_url(dir_ / "live.db")
-        env = {**os.environ, "FRONTDESK_WEB_TOKEN": ""}
-        frontdesk = str(Path(sys.executable).parent / "frontdesk")
-        server = await asyncio.create_subprocess_exec(
-            frontdesk, "web", "--port", "0", "--db", url, env=env, stderr=asyncio.subprocess.PIPE
+    env = {**os.environ, "FRONTDESK_WEB_TOKEN": ""}
+    frontdesk = str(Path(sys.executable).parent / "frontdesk")
+    server = await asyncio.create_subprocess_exec(
+        frontdesk, "web", "--port", "0", "--db", url, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    writer = None
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        assert server.stderr is not None
+        line = (await asyncio.wait_for(server.stderr.readline(), 60)).decode()
+        base = line.split()[3]
+        received: dict[int, list[float]] = {}
+        readies = [asyncio.Event() for _ in range(CLIENTS)]
+        tasks = [asyncio.create_task(_client(base, received, r)) for r in readies]
+        await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
+
+        await asyncio.sleep(1.0)  # settle after the connections
+        cpu0, t0 = _cpu_seconds(server.pid), time.monotonic()
+        await asyncio.sleep(idle_seconds)
+        idle_cpu = (_cpu_seconds(server.pid) - cpu0) / (time.monotonic() - t0)
+
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(BENCH / "run.py"),
+            "--child",
+            "web:writer_child",
+            url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
-        writer = None
-        tasks: list[asyncio.Task[None]] = []
-        try:
-            assert server.stderr is not None
-            line = (await asyncio.wait_for(server.stderr.readline(), 60)).decode()
-            base = line.split()[3]
-            received: dict[int, list[float]] = {}
-            readies = [asyncio.Event() for _ in range(CLIENTS)]
-            tasks = [asyncio.create_task(_client(base, received, r)) for r in readies]
-            await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
-
-            await asyncio.sleep(1.0)  # settle after the connections
-            cpu0, t0 = _cpu_seconds(server.pid), time.monotonic()
-            await asyncio.sleep(idle_seconds)
-            idle_cpu = (_cpu_seconds(server.pid) - cpu0) / (time.monotonic() - t0)
-
-            writer = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(BENCH / "run.py"),
-                "--child",
-                "web:writer_child",
-                url,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-            )
-            assert writer.stdin is not None and writer.stdout is not None
-            assert json.loads(await writer.stdout.readline())["ready"]
-            rng = random.Random(3)
-            committed: dict[int, float] = {}
-            for n in range(commits):
-                writer.stdin.write(f"{n}\n".encode())
-                await writer.stdin.drain()
-                done = json.loads(await writer.stdout.readline())
-                committed[done["task_id"]] = done["at"]
-                deadline = time.monotonic() + 10
-                while len(received.get(done["task_id"], [])) < CLIENTS:
-                    if time.monotonic() > deadline:
-                        break
-                    await asyncio.sleep(0.005)
-                await asyncio.sleep(rng.uniform(0.1, 0.4))  # not in step with the watch
-            writer.stdin.close()
+        assert writer.stdin is not None and writer.stdout is not None
+        assert json.loads(await writer.stdout.readline())["ready"]
+        rng = random.Random(3)
+        committed: dict[int, float] = {}
+        for n in range(commits):
+            writer.stdin.write(f"{n}\n".encode())
+            await writer.stdin.drain()
+            done = json.loads(await writer.stdout.readline())
+            committed[done["task_id"]] = done["at"]
+            deadline = time.monotonic() + 10
+            while len(received.get(done["task_id"], [])) < CLIENTS:
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(rng.uniform(0.1, 0.4))  # not in step with the watch
+        writer.stdin.close()
+        await writer.wait()
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        server.terminate()
+        await server.wait()
+        if writer is not None and writer.returncode is None:
+            writer.kill()
             await writer.wait()
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            server.terminate()
-            await server.wait()
-            if writer is not None and writer.returncode is None:
-                writer.kill()
-                await writer.wait()
     every: list[float] = []
     last: list[float] = []
     complete = 0
@@ -326,6 +340,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "listing": await listing(quick),
         "listing_postgres": await listing_postgres(quick),
         "live": await live(quick),
+        "live_postgres": await live_postgres(quick),
     }
     filters = result["listing"]["filters"]
     worst = max(filters, key=lambda k: filters[k]["ms"]["p99"])
@@ -353,6 +368,20 @@ async def run(quick: bool) -> dict[str, Any]:
             "target": "<= 2",
             "value": lv["idle_cpu_percent_of_a_core"],
         },
+        **(
+            {
+                "SSE on Postgres (NOTIFY) commit -> all 50 clients p95 ms": {
+                    "target": "<= 1000",
+                    "value": lp["commit_to_last_client_ms"].get("p95"),
+                },
+                "SSE on Postgres idle server CPU % of a core": {
+                    "target": "<= 2",
+                    "value": lp["idle_cpu_percent_of_a_core"],
+                },
+            }
+            if "clients" in (lp := result["live_postgres"])
+            else {}
+        ),
         "commits seen by every client": {
             "target": f">= {lv['commits']}",
             "value": lv["commits_seen_by_every_client"],
