@@ -30,7 +30,8 @@ from fastapi.responses import RedirectResponse, Response
 from frontdesk.agents.programs.web.loopback import is_loopback
 
 COOKIE = "frontdesk_session"
-OPEN_PATHS = ("/login", "/static/")
+OPEN_PATHS = ("/login",)  # exactly
+OPEN_PREFIXES = ("/static/",)
 API_PREFIXES = ("/api/", "/openapi.json")
 MAX_FORM_BYTES = 8192
 
@@ -116,7 +117,7 @@ class TokenGuard:
             await self.app(scope, receive, send)
             return
         path: str = scope.get("path", "")
-        if self.token is not None and path.startswith(OPEN_PATHS):
+        if self.token is not None and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)):
             await self.app(scope, receive, send)
             return
         problem = check(scope, self.token)
