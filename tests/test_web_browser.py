@@ -24,7 +24,7 @@ from webkit import chromium, need_browser, run_async, serve, write_from_another_
 
 from frontdesk.agents.programs.web.app import create_app
 from frontdesk.agents.rpc import TaskRpc
-from frontdesk.db.store import TaskStore
+from frontdesk.core.schema import open_store
 
 FAKE_LIVEKIT = Path(__file__).parent / "web" / "fake_livekit.js"
 
@@ -89,7 +89,7 @@ def test_tasks_page_is_live_and_cancels_a_job(browser, sqlite_url):
         page.close()
 
     async def check() -> tuple[str, list[dict[str, Any]]]:
-        store = await TaskStore.open(sqlite_url)
+        store = await open_store(sqlite_url)
         try:
             return (await store.get(job_id)).status, await store.events(job_id)
         finally:
@@ -104,7 +104,7 @@ def test_tasks_page_is_live_and_cancels_a_job(browser, sqlite_url):
 async def real_rpc_traffic(db_url: str) -> dict[str, Any]:
     """``frontdesk.task`` payloads and a ``frontdesk.tasks`` answer from the real TaskRpc,
     for alice's tasks moving through the store."""
-    store = await TaskStore.open(db_url)
+    store = await open_store(db_url)
     local = StandInParticipant()
     rpc = TaskRpc(local, store, "alice")
     rpc.register()

@@ -111,11 +111,11 @@ def write_from_another_process(db_url: str, code: str) -> str:
     script = "\n".join(
         [
             "import asyncio, sys",
-            "from frontdesk.db.store import TaskStore",
+            "from frontdesk.core.schema import open_store",
             "async def main(store):",
             textwrap.indent(textwrap.dedent(code), "    "),
             "async def run():",
-            "    store = await TaskStore.open(sys.argv[1])",
+            "    store = await open_store(sys.argv[1])",
             "    try:",
             "        await main(store)",
             "    finally:",
