@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quick clean
+.PHONY: demo test lint bench bench-quick clean assets
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,20 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/run.py --quick
+
+# The web console's front-end assets, from the npm registry through package-lock.json. The
+# copies are committed, so the wheel ships them: no npm at install time, no CDN at run time.
+WEB_VENDOR := agents/programs/web/static/vendor
+assets:
+	npm ci --ignore-scripts --no-audit --no-fund
+	mkdir -p $(WEB_VENDOR)
+	cp node_modules/htmx.org/dist/htmx.min.js node_modules/htmx-ext-sse/dist/sse.min.js \
+	   node_modules/chart.js/dist/chart.umd.min.js \
+	   node_modules/livekit-client/dist/livekit-client.umd.js $(WEB_VENDOR)/
+	cp node_modules/htmx.org/LICENSE $(WEB_VENDOR)/htmx.LICENSE.txt
+	cp node_modules/htmx-ext-sse/LICENSE $(WEB_VENDOR)/htmx-ext-sse.LICENSE.txt
+	cp node_modules/chart.js/LICENSE.md $(WEB_VENDOR)/chart.js.LICENSE.txt
+	cp node_modules/livekit-client/LICENSE $(WEB_VENDOR)/livekit-client.LICENSE.txt
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo.db frontdesk.db

@@ -84,6 +84,7 @@ def markdown(results: dict[str, Any]) -> str:
         "startup": "§8",
         "search": "§9",
         "voice": "§10",
+        "web": "§11",
     }
     for key, label in names.items():
         sec = s.get(key) or {}
@@ -106,6 +107,7 @@ def markdown(results: dict[str, Any]) -> str:
     out += _startup(s.get("startup") or {})
     out += _search(s.get("search") or {})
     out += _voice(s.get("voice") or {})
+    out += _web(s.get("web") or {})
     for key, sec in s.items():
         if isinstance(sec, dict) and "error" in sec:
             out += ["", f"### {key} failed", "", "```", str(sec.get("stderr", ""))[-2000:], "```"]
@@ -364,6 +366,57 @@ def _search(s: dict[str, Any]) -> list[str]:
     ]
     for label, q in s["queries"].items():
         out.append(f"| {label} | {_f(q['median'], 2)} | {_f(q['max'], 2)} |")
+    return out
+
+
+def _web(w: dict[str, Any]) -> list[str]:
+    if "listing" not in w:
+        return []
+    li, lv = w["listing"], w["live"]
+    out = [
+        "",
+        f"## §10 Web console: GET /api/tasks first page at {li['rows']:,} rows "
+        f"(generated in {li['load_seconds']:.1f} s), through the whole app",
+        "",
+        "| filter | median ms | p99 ms | CPU ms (median) | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, f in li["filters"].items():
+        out.append(
+            f"| {name} | {_f(f['ms']['median'])} | {_f(f['ms']['p99'])} | "
+            f"{_f((f.get('cpu_ms') or {}).get('median'))} | {f['rows_returned']} | "
+            f"{_f(f['raw_sqlite3_ms']['median'], 3)} | `{'; '.join(f['plan'])}` |"
+        )
+    pg = w.get("listing_postgres") or {}
+    if "filters" in pg:
+        out += [
+            "",
+            f"The same on Postgres ({pg['rows']:,} rows, generated in {pg['load_seconds']:.1f} s):",
+            "",
+            "| filter | median ms | p99 ms | CPU ms (median) | rows |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {name} | {_f(f['ms']['median'])} | {_f(f['ms']['p99'])} | "
+                f"{_f((f.get('cpu_ms') or {}).get('median'))} | {f['rows_returned']} |"
+                for name, f in pg["filters"].items()
+            ),
+        ]
+    elif "skipped" in pg:
+        out += ["", f"Postgres listing skipped: {pg['skipped']}"]
+    for label, lv in (("SQLite", w["live"]), ("Postgres", w.get("live_postgres") or {})):
+        if "clients" not in lv:
+            if "skipped" in lv:
+                out += ["", f"SSE on {label} skipped: {lv['skipped']}"]
+            continue
+        out += [
+            "",
+            f"{label}: {lv['clients']} SSE clients, {lv['commits']} commits by another process: "
+            f"commit -> each client median {_f(lv['commit_to_each_client_ms'].get('median'))} ms, "
+            f"p95 {_f(lv['commit_to_each_client_ms'].get('p95'))} ms; -> the last of the "
+            f"{lv['clients']} median {_f(lv['commit_to_last_client_ms'].get('median'))} ms, p95 "
+            f"{_f(lv['commit_to_last_client_ms'].get('p95'))} ms; server CPU with all clients "
+            f"idle {_f(lv['idle_cpu_percent_of_a_core'])}% of a core over {lv['idle_seconds']:.0f} s.",
+        ]
     return out
 
 

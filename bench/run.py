@@ -35,6 +35,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "startup": ("startup", "§8 Plugin discovery with 50 plugins"),
     "search": ("search_queries", "§9 Knowledge-base search with hostile queries"),
     "voice": ("voice", "§10 Voice pipeline: barge-in, acks, follow-ups"),
+    "web": ("web", "§11 Web console: GET /api/tasks at 1M rows, 50 SSE clients"),
 }
 SECTION_TIMEOUT = 300  # seconds; a hung section is reported, and the rest still run
 

@@ -35,3 +35,16 @@ class NotCancellable(FrontdeskError):
         else:
             message = f"task {task.id} is {task.pattern}; only background jobs can be cancelled"
         super().__init__(message)
+
+
+class NotRetryable(FrontdeskError):
+    """``reason`` is "not background" (only the runner's jobs can run again) or "not failed"."""
+
+    def __init__(self, task: Any, reason: str) -> None:
+        self.task = task
+        self.reason = reason
+        if reason == "not background":
+            message = f"task {task.id} is {task.pattern}; only background jobs can be retried"
+        else:
+            message = f"task {task.id} is {task.status}; only a failed job can be retried"
+        super().__init__(message)

@@ -77,6 +77,10 @@ class HotSql:
         proc = self._bind[column]
         return value if proc is None else proc(value)
 
+    def bind(self, column: str, value: Any) -> Any:
+        """``value`` as the driver takes it for ``column`` (a DateTime becomes its string)."""
+        return self._param(column, value)
+
     def _check(self, names: Iterable[str]) -> None:
         unknown = [n for n in names if n not in self._bind]
         if unknown:

@@ -59,7 +59,13 @@ class Task(Base):
         Index("ix_tasks_caller_id", "caller", "id"),
         # The runner's claim and lease-reclaim scans.
         Index("ix_tasks_status_lease", "status", "lease_expires_at"),
-        Index("ix_tasks_tool", "tool"),
+        # The web console's listings, one (filter, id) index per filter (migration 0003).
+        Index("ix_tasks_status_id", "status", "id"),
+        Index("ix_tasks_department_id", "department", "id"),
+        Index("ix_tasks_tool_id", "tool", "id"),
+        Index("ix_tasks_pattern_id", "pattern", "id"),
+        Index("ix_tasks_session_id", "session_id", "id"),
+        Index("ix_tasks_created_at", "created_at"),
     )
 
 
@@ -82,3 +88,5 @@ class Call(Base):
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # [{"from": "triage", "to": "billing", "at": "2026-...Z"}, ...]
     handoffs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+
+    __table_args__ = (Index("ix_calls_started_at", "started_at"),)

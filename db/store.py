@@ -22,6 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
+from frontdesk.db.actions import Actions
+from frontdesk.db.browse import Browse
 from frontdesk.db.calls import CallLog
 from frontdesk.db.engine import (
     create_engine,
@@ -37,6 +39,7 @@ from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
+from frontdesk.db.watch import CHANNEL
 from frontdesk.db.writer import GroupWriter
 
 if TYPE_CHECKING:
@@ -117,7 +120,7 @@ class _Recent:
     found: list[Task] = field(default_factory=list)
 
 
-class TaskStore(TaskQueries, CallLog, Leases):
+class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
     def __init__(self, url: str) -> None:
         self.url = url
         self.read_engine: AsyncEngine = create_engine(url)
@@ -125,7 +128,10 @@ class TaskStore(TaskQueries, CallLog, Leases):
             create_engine(url, immediate=True) if is_sqlite(self.read_engine) else self.read_engine
         )
         self.observers: list[Callable[[TaskEvent], None]] = []
-        self._writer = GroupWriter(self.write_engine, self._notify)
+        # On Postgres each commit that changed a task NOTIFYs, so watchers in other processes
+        # wake at once (db/watch.py); SQLite watchers read PRAGMA data_version instead.
+        notify = None if is_sqlite(self.read_engine) else f"NOTIFY {CHANNEL}"
+        self._writer = GroupWriter(self.write_engine, self._notify, notify=notify)
         # Plain SQL for the hot writes where the writer can run them on the driver's thread.
         self._hot: HotSql | None = (
             HotSql(self.write_engine.dialect, [f.name for f in fields(Task)])

@@ -70,8 +70,12 @@ class GroupWriter:
         on_commit: Callable[[list[Any]], None],
         *,
         linger: float = LINGER_SECONDS,
+        notify: str | None = None,
     ) -> None:
         self._engine = engine
+        # A statement run at the end of each transaction that produced events (Postgres NOTIFY:
+        # delivered at commit, once per transaction however many events it holds).
+        self._notify_sql = notify
         self._on_commit = on_commit
         self._pending: list[_Item] = []
         self._task: asyncio.Task[None] | None = None
@@ -191,7 +195,10 @@ class GroupWriter:
         self.commits += 1
         if not self.raw:
             async with self._engine.begin() as conn:
-                return [await write(conn, events) for write, _, _ in batch]
+                results = [await write(conn, events) for write, _, _ in batch]
+                if events and self._notify_sql is not None:
+                    await conn.exec_driver_sql(self._notify_sql)
+                return results
         try:
             if self._conn is None:
                 self._conn = await self._engine.connect()

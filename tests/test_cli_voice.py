@@ -140,7 +140,10 @@ def test_doctor_reports_an_empty_schema(app, bare, tmp_path):
     bare.setenv("FRONTDESK_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
     result = run(app, "doctor")
     assert result.exit_code == 0
-    assert "reachable: yes" in result.output and "schema frontdesk: empty; migrated to" in result.output
+    assert (
+        "reachable: yes" in result.output
+        and "schema frontdesk: empty; migrated to" in result.output
+    )
 
 
 def test_mask_url_hides_passwords():

@@ -52,9 +52,10 @@ def _register_subcommands() -> None:
         cli_session,
         cli_tasks,
         cli_voice,
+        web,  # imports only typer here; FastAPI loads when `web` runs
     )
 
-    for module in (cli_tasks, cli_db, cli_plugins, cli_session, cli_voice, cli_deploy):
+    for module in (cli_tasks, cli_db, cli_plugins, cli_session, cli_voice, cli_deploy, web):
         module.register(app)
 
 

@@ -1,0 +1,83 @@
+"""The console's Jinja2 templates: one autoescaping environment and the filters pages share.
+
+Autoescape is on for every template, so a caller name, a tool's note or an error message is
+text, never markup; JSON handed to scripts goes through ``tojson``, which escapes ``<``, ``>``
+and ``&`` as well.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.templating import Jinja2Templates
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+PATTERNS = ("interruptible", "critical", "fire_and_forget", "background")
+
+
+def when(value: datetime | str | None) -> str:
+    """A timestamp as operators read it: UTC, to the second."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
+
+
+def between(start: datetime | str | None, end: datetime | str | None) -> str:
+    """The span from ``start`` to ``end``, or nothing while either is missing."""
+    if start is None or end is None:
+        return ""
+    a = datetime.fromisoformat(start) if isinstance(start, str) else start
+    b = datetime.fromisoformat(end) if isinstance(end, str) else end
+    return seconds((b - a).total_seconds())
+
+
+def pretty(value: Any) -> str:
+    """Stored JSON, indented (escaped by autoescape when it is rendered)."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,  # a typo in a template fails its test, not silently
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=when, seconds=seconds, pretty=pretty)
+    env.globals.update(between=between, STATUSES=STATUSES, PATTERNS=PATTERNS)
+    return env
+
+
+templates = Jinja2Templates(env=_environment())
+
+
+def render(
+    request: Request, name: str, context: dict[str, Any] | None = None, status_code: int = 200
+) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context or {}, status_code=status_code)
