@@ -348,7 +348,10 @@ class CallRuntime:
             self.facts.update(extract_facts(item.text_content))
             self.emit({"type": "user", "text": item.text_content})
         elif item.role == "assistant":
-            self.emit({"type": "agent", "agent": self.current, "text": item.text_content})
+            event = {"type": "agent", "agent": self.current, "text": item.text_content}
+            if getattr(item, "interrupted", False):
+                event["interrupted"] = True  # cut off: the caller heard only this much
+            self.emit(event)
 
     def _on_tools(self, ev: Any) -> None:
         for call, output in ev.zipped():

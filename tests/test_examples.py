@@ -152,7 +152,9 @@ def test_background_spoken_after_two_handoffs(ran):
         for e in events
         if e["type"] == "agent" and e["caller"] == "bea" and "is ready" in e["text"]
     ]
-    assert len(spoken) == 1  # never said twice
+    # Never said twice in full. On voice the caller may talk over a follow-up: one cut short is
+    # not marked delivered, and is said again, whole, by the desk they are at.
+    assert len([e for e in spoken if not e.get("interrupted")]) == 1, spoken
 
 
 def test_hangup_then_delivered_on_reconnect(ran):
