@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from frontdesk.core.profile import Profile
+from frontdesk.core.settings import in_dotenv
 
 SECRET_WORDS = ("key", "secret", "token", "password")
 
@@ -88,17 +89,8 @@ def _one_line(
     elif field in table:
         where = profile.key("plugins", plugin, field)
     else:
-        where = f"{variable} (in .env)" if _in_dotenv(variable) else variable
+        where = f"{variable} (in .env)" if in_dotenv(variable) else variable
     return f"{where}: {message}"
-
-
-def _in_dotenv(variable: str) -> bool:
-    try:
-        from dotenv import dotenv_values
-
-        return any(k.upper() == variable for k in dotenv_values(".env"))
-    except Exception:
-        return False
 
 
 def shown(config: BaseSettings) -> dict[str, Any]:

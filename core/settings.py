@@ -149,14 +149,15 @@ def _one_line(first: Any, overrides: dict[str, Any]) -> str:
         where = field.replace("_", "-")
     elif any(name.upper() == variable for name in os.environ):
         where = variable
-    elif _in_dotenv(variable):
+    elif in_dotenv(variable):
         where = f"{variable} (in .env)"
     else:
         where = variable
     return f"{where}: {message}"
 
 
-def _in_dotenv(variable: str) -> bool:
+def in_dotenv(variable: str) -> bool:
+    """Whether ``.env`` sets ``variable``: an error names where a bad value came from."""
     try:
         from dotenv import dotenv_values
 

@@ -20,7 +20,7 @@ from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED, Call
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
-from frontdesk.db.queries import _sa_where
+from frontdesk.db.queries import _sa_where, duration_seconds
 from frontdesk.db.records import Task, as_utc
 
 tasks = TaskRow.__table__
@@ -195,12 +195,7 @@ class Browse:
     async def outcomes(self) -> list[dict[str, Any]]:
         """Per department, tool and finished status: the count and the median and p95
         duration in seconds (nearest rank), aggregated in SQL."""
-        if self.read_engine.dialect.name == "sqlite":
-            seconds = (
-                func.julianday(tasks.c.finished_at) - func.julianday(tasks.c.started_at)
-            ) * 86400.0
-        else:
-            seconds = func.extract("epoch", tasks.c.finished_at - tasks.c.started_at)
+        seconds = duration_seconds(self.read_engine.dialect.name)
         dept = func.coalesce(tasks.c.department, "-").label("department")
         key = (dept, tasks.c.tool, tasks.c.status)
         finished = tasks.c.status.in_(FINISHED)

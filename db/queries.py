@@ -164,12 +164,7 @@ class TaskQueries:
     async def stats(self) -> list[dict[str, Any]]:
         """Per department and status: count and median duration in seconds, aggregated in
         SQL (a million rows must not stream through Python)."""
-        if self.read_engine.dialect.name == "sqlite":
-            seconds = (
-                func.julianday(tasks.c.finished_at) - func.julianday(tasks.c.started_at)
-            ) * 86400.0
-        else:
-            seconds = func.extract("epoch", tasks.c.finished_at - tasks.c.started_at)
+        seconds = duration_seconds(self.read_engine.dialect.name)
         dept = func.coalesce(tasks.c.department, "-").label("department")
         finished = tasks.c.status.in_(FINISHED)
         counts = (
@@ -213,3 +208,10 @@ class TaskQueries:
             stmt = stmt.where(tasks.c[k] == v)
         async with self.read_engine.connect() as conn:
             return int((await conn.execute(stmt)).scalar_one())
+
+
+def duration_seconds(dialect: str) -> Any:
+    """A task's run time in seconds, as SQL: statistics are aggregated in the database."""
+    if dialect == "sqlite":
+        return (func.julianday(tasks.c.finished_at) - func.julianday(tasks.c.started_at)) * 86400.0
+    return func.extract("epoch", tasks.c.finished_at - tasks.c.started_at)

@@ -91,15 +91,16 @@ async def test_broken_observers_never_delay_the_caller_and_the_others_see_everyt
             ("noargs", NoArgs()),
         ],
     )
-    started = time.perf_counter()
     for event in range(5):
         registry.observe(event)
-    assert time.perf_counter() - started < 0.05  # observe() only queues
+    # observe() only queues: no await has happened yet, so no async observer has run, and the
+    # sync ones run on the hook thread (asserted below), never inline.
+    assert async_recorder.events == []
 
-    # The event loop keeps running while the observers hang: a short sleep stays short.
-    tick = time.perf_counter()
-    await asyncio.sleep(0.05)
-    assert time.perf_counter() - tick < 0.5
+    # The event loop keeps running while the observers hang: other coroutines still get turns.
+    other_ran = asyncio.Event()
+    asyncio.get_running_loop().call_soon(other_ran.set)
+    await asyncio.wait_for(other_ran.wait(), timeout=5)
 
     await registry.drain(timeout=5)
     assert recorder.events == [0, 1, 2, 3, 4]
@@ -137,14 +138,13 @@ def test_hook_calls_share_a_thread_until_one_hangs():
     assert [observers.call_with_timeout(record, 1.0) for _ in range(3)] == ["ok"] * 3
     assert len(set(idents)) == 1 and idents[0] != threading.get_ident()
 
-    started = time.monotonic()
     try:
         observers.call_with_timeout(hang, 0.1)
     except observers.HookTimeout:
         pass
     else:
         raise AssertionError("a hung hook must time out")
-    assert time.monotonic() - started < 2
+    assert not release.is_set()  # it timed out while the hook still hung
     hung = idents[-1]
     assert hung == idents[0]
 
