@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from frontdesk.agents.programs import cli_voice, worker
-from frontdesk.agents.programs.cli_voice import mask_url
+from frontdesk.db.engine import mask_url
 
 pytestmark = pytest.mark.usefixtures("no_network")
 

@@ -251,7 +251,7 @@ class Hangs:
 
 
 def test_hook_doctor_checks(monkeypatch):
-    from frontdesk.agents.programs import cli_voice
+    from frontdesk.agents.programs import doctor
     from frontdesk.core.plugin_extras import Check, doctor_checks
 
     monkeypatch.setenv("FRONTDESK_ORDERS_LIMIT", "9")
@@ -263,7 +263,7 @@ def test_hook_doctor_checks(monkeypatch):
     registry = host.load(quiet().model_copy(update={"hook_timeout_seconds": 0.5}), extra=plugins)
     try:
         found = doctor_checks(registry)
-        rows = cli_voice._plugins_section(registry)  # what doctor shows
+        rows = doctor._plugins_section(registry)  # what doctor shows
     finally:
         hangs.release.set()
     a_row = "a row is (status, message) with status ok | info | warn | error"
@@ -286,6 +286,6 @@ def test_hook_doctor_checks(monkeypatch):
     # Doctor shows them in its plugins section, each under its plugin's name.
     shown = [(r["item"], r["status"], r["detail"]) for r in rows if r["item"] != "error"][-11:]
     assert shown == [(c.plugin, c.status, c.message) for c in found]
-    assert all(r["status"] in cli_voice._MARK for r in rows)
+    assert all(r["status"] in doctor.MARK for r in rows)
     # A plugin with nothing to say adds no row; none at all gives an empty list.
     assert doctor_checks(host.load(quiet())) == []
