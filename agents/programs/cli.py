@@ -104,7 +104,13 @@ def main() -> None:
     if first is None or first.startswith("-") or first not in _core_names():
         if _bad_setting() is None:
             _register_plugin_commands()
-    app()
+    from frontdesk.core.errors import FrontdeskError
+
+    try:
+        app()
+    except FrontdeskError as exc:  # found inside a command (a bad profile, say): one line, exit 2
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
 
 
 def _core_names() -> set[str]:
