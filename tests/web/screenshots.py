@@ -22,9 +22,14 @@ from sqlalchemy import select, update  # noqa: E402
 from webkit import chromium, run_async, serve  # noqa: E402
 
 from frontdesk.agents.programs.web.app import create_app  # noqa: E402
-from frontdesk.db.models import Call, utcnow  # noqa: E402
+from frontdesk.core.schema import open_store  # noqa: E402
+from frontdesk.db.models import (  # noqa: E402
+    FINISHED,  # noqa: E402
+    Call,
+    utcnow,
+)
 from frontdesk.db.models import Task as TaskRow  # noqa: E402
-from frontdesk.db.store import TaskStore  # noqa: E402
+from frontdesk.db.models import TaskEvent as TaskEventRow  # noqa: E402
 
 HERE = Path(__file__).parent
 CALLERS = ["+1 555 0142", "+1 555 0199", "maria.k", "room-214", "+44 20 7946 0958"]
@@ -60,8 +65,9 @@ def backdate_call(sid: str, start: datetime, ended: bool) -> Any:
 
 async def seed(url: str) -> dict[str, int]:
     rng = random.Random(7)
-    store = await TaskStore.open(url)
+    store = await open_store(url)
     t = TaskRow.__table__
+    e = TaskEventRow.__table__
     now = utcnow()
     keep: dict[str, int] = {}
     try:
@@ -108,6 +114,13 @@ async def seed(url: str) -> dict[str, int]:
                     .where(t.c.id == task_id)
                     .values(created_at=started, started_at=started, finished_at=started + took)
                 )
+                # The timeline tells the same story as the row: started, then finished.
+                for statuses, at in ((("queued", "running"), started), (FINISHED, started + took)):
+                    await conn.execute(
+                        update(e)
+                        .where(e.c.task_id == task_id, e.c.status.in_(statuses))
+                        .values(at=at)
+                    )
 
             await store.run_write(times)
         queued = await store.create(
