@@ -67,12 +67,17 @@ class ScriptedLLM(llm.LLM):
         extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
     ) -> llm.LLMStream:
         self.requests.append(chat_ctx.copy())
-        if not self._replies and self._fallback is not None:
+        reply = self._next_reply(chat_ctx, tools)
+        if reply is None and self._fallback is not None:
             return self._fallback.chat(chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
-        reply = self._replies.popleft() if self._replies else {}
         return _ScriptedStream(
-            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, reply=reply
+            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, reply=reply or {}
         )
+
+    def _next_reply(self, chat_ctx: llm.ChatContext, tools: list[llm.Tool] | None) -> Reply | None:
+        """The scripted reply for this request, or None when the script has none for it (the
+        fallback answers, or an empty reply without one). Subclasses choose differently."""
+        return self._replies.popleft() if self._replies else None
 
     async def aclose(self) -> None:
         if self._fallback is not None:

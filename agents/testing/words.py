@@ -13,12 +13,10 @@ no script, or one whose replies are used up) go to ``fallback``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from livekit.agents import APIConnectOptions, llm
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
+from livekit.agents import llm
 
-from frontdesk.agents.testing.llm import Reply, _ScriptedStream
+from frontdesk.agents.testing.llm import Reply, ScriptedLLM
 
 Key = tuple[frozenset[str], str, tuple[str, ...]]
 
@@ -27,23 +25,16 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-class WordsLLM(llm.LLM):
+class WordsLLM(ScriptedLLM):
     def __init__(self, *, fallback: llm.LLM | None = None, delay: float = 0.0) -> None:
-        super().__init__()
-        self._fallback = fallback
-        self.delay = delay
+        super().__init__(fallback=fallback, delay=delay)
         self._scripts: dict[str, list[Reply]] = {}
         self._used: dict[str, dict[Key, int]] = {}
-        self.requests: list[llm.ChatContext] = []
         self.answered: list[tuple[str, int]] = []  # (caller words, reply index) per request
 
     @property
     def model(self) -> str:
         return "scripted-words"
-
-    @property
-    def provider(self) -> str:
-        return "frontdesk"
 
     def script(self, words: str, replies: Iterable[Reply]) -> None:
         """The replies to give, in order, in the turn that starts with the caller saying
@@ -67,39 +58,16 @@ class WordsLLM(llm.LLM):
         names = frozenset(getattr(t, "id", None) or getattr(t, "name", "") for t in tools or [])
         return names, words, after
 
-    def chat(
-        self,
-        *,
-        chat_ctx: llm.ChatContext,
-        tools: list[llm.Tool] | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
-        tool_choice: NotGivenOr[llm.ToolChoice] = NOT_GIVEN,
-        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
-    ) -> llm.LLMStream:
-        self.requests.append(chat_ctx.copy())
+    def _next_reply(self, chat_ctx: llm.ChatContext, tools: list[llm.Tool] | None) -> Reply | None:
         key = self._key(chat_ctx, tools)
-        reply: Reply | None = None
-        if key is not None and key[1] in self._scripts:
-            used, script = self._used[key[1]], self._scripts[key[1]]
-            index = used.setdefault(key, len(used))
-            if index < len(script):
-                reply = script[index]
-                self.answered.append((key[1], index))
-        if reply is None and self._fallback is not None:
-            return self._fallback.chat(chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
-        return _ScriptedStream(
-            self,  # type: ignore[arg-type]
-            chat_ctx=chat_ctx,
-            tools=tools or [],
-            conn_options=conn_options,
-            reply=reply or {},
-        )
-
-    async def aclose(self) -> None:
-        if self._fallback is not None:
-            await self._fallback.aclose()
-        await super().aclose()
+        if key is None or key[1] not in self._scripts:
+            return None
+        used, script = self._used[key[1]], self._scripts[key[1]]
+        index = used.setdefault(key, len(used))
+        if index >= len(script):
+            return None
+        self.answered.append((key[1], index))
+        return script[index]
 
 
 __all__ = ["WordsLLM"]
