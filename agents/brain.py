@@ -16,6 +16,8 @@ serve any number of calls.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,8 +26,22 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGive
 
 from frontdesk.agents.brain_mind import APOLOGY, Mind
 
-__all__ = ["APOLOGY", "OfflineBrain", "critical_tools", "decide", "tool_schema"]
-from frontdesk.agents.testing import reply_chunk
+__all__ = ["APOLOGY", "OfflineBrain", "critical_tools", "decide", "reply_chunk", "tool_schema"]
+
+
+def reply_chunk(text: str | None, tools: list[tuple[str, Any]]) -> llm.ChatChunk:
+    calls = [
+        llm.FunctionToolCall(
+            name=name,
+            arguments=args if isinstance(args, str) else json.dumps(args or {}),
+            call_id=f"call_{uuid.uuid4().hex[:12]}",
+        )
+        for name, args in tools
+    ]
+    return llm.ChatChunk(
+        id=f"chunk_{uuid.uuid4().hex[:8]}",
+        delta=llm.ChoiceDelta(role="assistant", content=text or None, tool_calls=calls),
+    )
 
 
 def tool_schema(tool: Any) -> dict[str, Any]:

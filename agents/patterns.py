@@ -231,7 +231,7 @@ async def run_tool(
         with contextlib.suppress(BaseException):
             await work  # let the tool's own cleanup (close a request, stop a query) run
         runtime.untrack(row.id)
-        note = INTERRUPTED if not work.done() or work.cancelled() else DISCARDED
+        note = INTERRUPTED if work.cancelled() else DISCARDED
         await _close(
             runtime, row.id, "cancelled", error=INTERRUPTED, note=note, delivered_at=utcnow()
         )

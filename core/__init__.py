@@ -12,7 +12,6 @@ from frontdesk.core.errors import NotCancellable, TaskNotFound, ToolError
 from frontdesk.core.hookspecs import hookimpl, hookspec
 from frontdesk.core.tools import PATTERNS, ToolSpec, mask_cards, tool
 from frontdesk.core.wording import task_noun
-from frontdesk.db.records import Task
 
 __all__ = [
     "PATTERNS",
@@ -31,3 +30,13 @@ __all__ = [
     "task_noun",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``Task`` is the store's record; importing it loads SQLAlchemy, which a plugin's module
+    # level and the CLI's fast commands should not pay for until they use it.
+    if name == "Task":
+        from frontdesk.db.records import Task
+
+        return Task
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,11 +14,10 @@ from contextlib import asynccontextmanager
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from frontdesk.db.records import Task
-
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from frontdesk.db.records import Task
     from frontdesk.db.store import TaskStore
 
 _log = logging.getLogger("frontdesk.tools")

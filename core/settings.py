@@ -5,7 +5,6 @@ A plugin's settings are its own class (``register_settings``), never fields here
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +163,3 @@ def in_dotenv(variable: str) -> bool:
         return any(k.upper() == variable for k in dotenv_values(".env"))
     except Exception:
         return False
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return load_settings()

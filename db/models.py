@@ -17,8 +17,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-FINISHED = ("succeeded", "failed", "cancelled")
+from frontdesk.db.statuses import FINISHED, STATUSES
+
+__all__ = ["FINISHED", "STATUSES"]  # and the models below
 
 
 def utcnow() -> datetime:

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from frontdesk.db.models import FINISHED
+from frontdesk.db.statuses import FINISHED
 
 
 def as_utc(value: datetime | None) -> datetime | None:

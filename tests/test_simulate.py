@@ -237,6 +237,31 @@ def test_turns_the_offline_brain_answers_are_reported_and_strict_fails_them(tmp_
     ]
 
 
+def test_voice_mode_reports_brain_turns_and_strict_fails_them(tmp_path, db_url):
+    path = write(
+        tmp_path,
+        "brain_voice.yaml",
+        {
+            "caller": "bev",
+            "steps": [
+                {"user": "hello", "llm": [{"say": "Hi, scripted."}]},
+                {"user": "what can you do"},  # nothing scripted: the brain answers
+            ],
+        },
+    )
+    as_json = simulate(str(path), "--voice", "--json", "--db", db_url)
+    assert as_json.returncode == 0, as_json.stderr
+    brain = [e for e in events(as_json.stdout) if e["type"] == "brain"]
+    assert brain and {e["step"] for e in brain if e["step"] is not None} == {2}, brain
+
+    strict = simulate(str(path), "--voice", "--strict", "--db", db_url)
+    assert strict.returncode == 1, strict.stderr
+    assert strict.stderr.splitlines() == [
+        f"FAILED {path}: step 2 (user): no scripted llm reply left; the offline brain "
+        "answered (--strict)"
+    ]
+
+
 def test_an_invalid_said_pattern_is_one_clear_line(tmp_path, db_url):
     path = write(tmp_path, "re.yaml", {"steps": [{"user": "hi"}, {"expect": {"said": "("}}]})
     out = simulate(str(path), "--db", db_url)

@@ -207,19 +207,21 @@ class CallDriver:
             await self.hangup()
             self.env.routes.pop(self.caller, None)
 
-    async def connect(self) -> None:
-        # A configured model answers when the script is empty (the console), else the brain.
-        # make_llm may return built Providers (the console's chain: its retries, its labels).
+    def fallback_llm(self) -> tuple[Any, Any]:
+        """What answers when the script has no reply, and the built Providers if any: a
+        configured model (the console's chain, with its retries and labels), else the offline
+        brain, which reports each answer (``--strict`` fails a turn it answered)."""
         from frontdesk.agents.provider_build import Providers
 
         made = self.make_llm() if self.make_llm else None
         built = made if isinstance(made, Providers) else None
-        fallback = (
-            built.llm
-            if built
-            else made
-            or _ReportingBrain(self._brain_answered, critical=critical_tools(self.env.registry))
-        )
+        if built is not None:
+            return built.llm, built
+        brain = _ReportingBrain(self._brain_answered, critical=critical_tools(self.env.registry))
+        return made or brain, None
+
+    async def connect(self) -> None:
+        fallback, built = self.fallback_llm()
         self.llm = ScriptedLLM(fallback=fallback)
         options = {"conn_options": built.session_kwargs()["conn_options"]} if built else {}
         self.session = AgentSession(llm=self.llm, **options)

@@ -15,7 +15,6 @@ import contextlib
 import time
 from typing import Any
 
-from frontdesk.agents.brain import OfflineBrain
 from frontdesk.agents.programs.scenario import Step
 from frontdesk.agents.programs.simulate import TURN_TIMEOUT, CallDriver
 from frontdesk.agents.testing.caller import VoiceCall
@@ -47,9 +46,7 @@ class VoiceCallDriver(CallDriver):
 
     async def connect(self) -> None:
         self._stack = contextlib.AsyncExitStack()
-        fallback = (
-            self.make_llm() if self.make_llm else OfflineBrain.for_registry(self.env.registry)
-        )
+        fallback, _ = self.fallback_llm()
         self.call = await self._stack.enter_async_context(
             VoiceCall.open(
                 store=self.env.store,
@@ -99,6 +96,14 @@ class VoiceCallDriver(CallDriver):
         seconds = 0.6 if step.kind == "interrupt" else speaking_time(step)
         if step.kind == "user":
             self.call.llm.script(words, step.llm)
+        self.in_turn = step.kind == "user"  # the brain answering now answers this turn
+        try:
+            await self._say_and_wait(words, seconds, following)
+        finally:
+            self.in_turn = False
+
+    async def _say_and_wait(self, words: str, seconds: float, following: Step | None) -> None:
+        assert self.call is not None
         taken = self.turn_taken
         await self.call.say(words, seconds)
         if self._talks_over_next(following):

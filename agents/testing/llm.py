@@ -13,14 +13,14 @@ offline brain by default), so a scenario only scripts what it cares about.
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from livekit.agents import APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
+
+from frontdesk.agents.brain import reply_chunk
 
 Reply = dict[str, Any]
 
@@ -69,7 +69,15 @@ class ScriptedLLM(llm.LLM):
         self.requests.append(chat_ctx.copy())
         reply = self._next_reply(chat_ctx, tools)
         if reply is None and self._fallback is not None:
-            return self._fallback.chat(chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+            # Everything the session asked for: tool_choice="none" at its tool-step limit, say.
+            return self._fallback.chat(
+                chat_ctx=chat_ctx,
+                tools=tools,
+                conn_options=conn_options,
+                parallel_tool_calls=parallel_tool_calls,
+                tool_choice=tool_choice,
+                extra_kwargs=extra_kwargs,
+            )
         return _ScriptedStream(
             self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, reply=reply or {}
         )
@@ -83,21 +91,6 @@ class ScriptedLLM(llm.LLM):
         if self._fallback is not None:
             await self._fallback.aclose()
         await super().aclose()
-
-
-def reply_chunk(text: str | None, tools: list[tuple[str, Any]]) -> llm.ChatChunk:
-    calls = [
-        llm.FunctionToolCall(
-            name=name,
-            arguments=args if isinstance(args, str) else json.dumps(args or {}),
-            call_id=f"call_{uuid.uuid4().hex[:12]}",
-        )
-        for name, args in tools
-    ]
-    return llm.ChatChunk(
-        id=f"chunk_{uuid.uuid4().hex[:8]}",
-        delta=llm.ChoiceDelta(role="assistant", content=text or None, tool_calls=calls),
-    )
 
 
 class _ScriptedStream(llm.LLMStream):
