@@ -149,6 +149,7 @@ def test_db_upgrade_current_downgrade(db_url, tmp_path):
         out = run("db", "downgrade", "base", "--branch", branch, "--db", db_url)
         assert out.returncode == 0, out.stderr
     lines = run("db", "current", "--db", db_url).stdout.splitlines()
+    assert {line.split(":")[0] for line in lines} >= {"frontdesk", "billing"}
     assert all(": empty (head is " in line for line in lines), lines
 
 

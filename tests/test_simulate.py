@@ -373,8 +373,9 @@ async def test_secrets_never_reach_the_store_the_llm_or_the_output(settings, sto
     assert "verify_pin" in as_text and '"pin": "[redacted]"' in as_text
     for output in (as_json, as_text):
         assert PIN not in output.replace("my pin is 4321", "")  # the caller's own words aside
-        assert "1111 1111 1111" not in output.replace(f"card {CARD}", "")
+        assert "1111 1111 1111" not in output  # the caller never says it; only a tool could
     assert "****1111" in as_text and "The card ****1111 is on file." in as_json
+    assert "The card ****1111 was declined." in as_json  # the error, masked
 
     # What the LLM read back from each tool.
     outputs = [
