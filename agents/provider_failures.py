@@ -120,11 +120,18 @@ class FailureGuard:
         self.emit = emit or (lambda event: None)
         self.failures = 0  # failed turns in a row
         self.ended = False
+        # A voice turn may ask the LLM twice (preemptive generation on the final transcript,
+        # again at turn commit), so failures are counted once per caller turn: a turn starts
+        # when the caller starts speaking, or (text, no speech events) when their words arrive.
+        self._turn = 0
+        self._counted_turn = -1
+        self._spoke = False
         self._last: dict[int, BaseException] = {}  # a chain entry's latest failure
         self._parts = list(parts)
         self._tasks: set[asyncio.Task[Any]] = set()
         session.on("error", self._on_error)
         session.on("conversation_item_added", self._on_item)
+        session.on("user_state_changed", self._on_user_state)
         for part in self._parts:  # the entries behind an adapter: their own causes
             part.on("error", lambda err, part=part: self._on_part_error(part, err))
 
@@ -137,15 +144,29 @@ class FailureGuard:
         if not getattr(err, "recoverable", True):
             self._last[id(part)] = err.error
 
+    def _on_user_state(self, ev: Any) -> None:
+        if getattr(ev, "new_state", None) == "speaking":
+            self._turn += 1
+            self._spoke = True
+
     def _on_item(self, ev: Any) -> None:
         item = ev.item
-        if getattr(item, "role", None) == "assistant" and item.text_content not in PHRASES:
+        role = getattr(item, "role", None)
+        if role == "user":
+            if not self._spoke:
+                self._turn += 1
+            self._spoke = False
+        elif role == "assistant" and item.text_content not in PHRASES:
             self.failures = 0  # a real reply: the providers work again
 
     def _on_error(self, ev: Any) -> None:
         err = ev.error
         if getattr(err, "recoverable", True) or self.ended:
             return  # LiveKit retries (or the chain moves on); only the final failure counts
+        if self._counted_turn == self._turn:
+            log.debug("provider failed again in the same caller turn: %r", err)
+            return
+        self._counted_turn = self._turn
         kind = str(getattr(err, "type", "provider_error")).split("_")[0].upper()
         entries = [p for p in self._parts if id(p) in self._last and self._belongs(p, ev.source)]
         if entries:
@@ -163,25 +184,27 @@ class FailureGuard:
                 self._end(f"{kind} failed {self.failures} times in a row: {self._scrub(detail)}")
             )
         else:
-            self._say(APOLOGY)
+            # Not cut short by the commit of the very turn it answers (on voice the failure may
+            # come from the preemptive request, before the caller's turn is committed).
+            self._say(APOLOGY, allow_interruptions=False)
 
     def _belongs(self, part: Any, source: Any) -> bool:
         from frontdesk.agents.provider_build import inner
 
         return any(part is p or part is getattr(p, "_stt", None) for p in inner(source))
 
-    def _say(self, text: str) -> Any:
+    def _say(self, text: str, **options: Any) -> Any:
         clip = self.acks.cached(text) if self.acks is not None else None
         try:
             if clip is not None:
-                return self.session.say(text, audio=self.acks.frames(clip))
-            return self.session.say(text)
+                return self.session.say(text, audio=self.acks.frames(clip), **options)
+            return self.session.say(text, **options)
         except RuntimeError as exc:  # the session is already closing
             log.debug("could not say %r: %r", text, exc)
             return None
 
     async def _end(self, reason: str) -> None:
-        handle = self._say(GOODBYE)
+        handle = self._say(GOODBYE, allow_interruptions=False)  # heard whole before hang-up
         if handle is not None:
             try:
                 await asyncio.wait_for(handle.wait_for_playout(), 15)
