@@ -35,24 +35,31 @@ class CallerTasks:
         self._session_id = session_id
 
     async def list(
-        self, *, status: str | None = None, tool: str | None = None, limit: int | None = 50
+        self,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        this_call: bool = False,
+        limit: int | None = 50,
     ) -> list[Task]:
-        """Newest first."""
-        return await self._store.list(caller=self._caller, status=status, tool=tool, limit=limit)
+        """Newest first; ``this_call`` keeps only the current call's tasks."""
+        return await self._store.list(
+            caller=self._caller,
+            status=status,
+            tool=tool,
+            session_id=self._session_id if this_call else None,
+            limit=limit,
+        )
 
     async def get(self, task_id: int) -> Task:
         """The task, or ``TaskNotFound`` (also for an id that is not a valid number)."""
-        from frontdesk.db.errors import TaskNotFound
-
-        try:
-            return await self._store.get(int(task_id), caller=self._caller)
-        except (ValueError, OverflowError):
-            raise TaskNotFound(task_id) from None
+        return await self._store.get(task_id, caller=self._caller)
 
     async def cancel(self, task_id: int) -> Task:
         """Cancel one of the caller's queued or running background jobs; ``NotCancellable``
-        when it is finished or not a background job, ``TaskNotFound`` when it is not theirs."""
-        return await self._store.cancel(int(task_id), by="caller", caller=self._caller)
+        when it is finished or not a background job, ``TaskNotFound`` when it is not theirs
+        (or not a valid number)."""
+        return await self._store.cancel(task_id, by="caller", caller=self._caller)
 
     async def this_call(self) -> dict[str, Any] | None:
         """The current call's record: caller, started_at, ended_at and its ``handoffs``."""

@@ -324,10 +324,10 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
             raise NotCancellable(task, "not background")
         reason = f"cancelled by {by}"
         done = await self.transition(
-            task_id, "cancelled", error=reason, note=reason, delivered_at=utcnow()
+            task.id, "cancelled", error=reason, note=reason, delivered_at=utcnow()
         )
         if done is None:
-            raise NotCancellable(await self.get(task_id), "finished")
+            raise NotCancellable(await self.get(task.id), "finished")
         return done
 
     async def set_progress(self, task_id: int, fraction: float, note: str = "") -> None:

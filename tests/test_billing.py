@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from frontdesk.core import Database, ToolContext, ToolError, hookimpl, host
+from frontdesk.core.profile import load_profile
 from frontdesk.core.settings import Settings
 from frontdesk.plugins import billing
 from frontdesk.plugins.billing import gateway, ledger, money
@@ -153,9 +154,13 @@ def test_a_relative_seed_file_is_taken_from_the_profiles_folder(monkeypatch, tmp
     (tmp_path / "seed.json").write_text(
         '{"invoices": [{"description": "Cleaning", "amount": 80, "due_days": 7}]}'
     )
-    (tmp_path / "frontdesk.toml").write_text("")
-    monkeypatch.setenv("FRONTDESK_PROFILE", str(tmp_path / "frontdesk.toml"))
-    config = BillingSettings(seed_invoices="seed.json", payee="Bayside Dental")
+    profile = tmp_path / "frontdesk.toml"
+    profile.write_text('[plugins.billing]\nseed_invoices = "seed.json"\npayee = "Bayside Dental"\n')
+    monkeypatch.delenv("FRONTDESK_BILLING_SEED_INVOICES", raising=False)
+    monkeypatch.delenv("FRONTDESK_BILLING_PAYEE", raising=False)
+    monkeypatch.chdir(ROOT)  # anywhere but the profile's folder
+    registry = host.load(profile=load_profile(profile))
+    config = registry.configs["billing"]
     assert config.seed_invoices == (tmp_path / "seed.json").resolve()
     [seed] = config.seeds()
     assert (seed.amount, seed.payee) == (Decimal("80.00"), None)  # None: billing's payee

@@ -37,7 +37,7 @@ async def record_call_outcome(ctx: ToolContext) -> dict[str, Any]:
     call = await ctx.tasks.this_call()
     handoffs = list(call["handoffs"]) if call else []
     visited = ["triage", *(h["to"] for h in handoffs)]
-    tasks = [t for t in await ctx.tasks.list(limit=500) if t.session_id == ctx.session_id]
+    tasks = await ctx.tasks.list(this_call=True, limit=None) if ctx.session_id else []
     by_status = Counter(t.status for t in tasks if t.tool != "record_call_outcome")
     return {
         "session_id": ctx.session_id,

@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -77,13 +76,6 @@ class SeedInvoice:
     amount: Decimal
     due_days: int
     payee: str | None = None
-
-
-def profile_folder() -> Path:
-    """Where relative paths in the profile are taken from: the folder of the file
-    ``FRONTDESK_PROFILE`` names, else the working directory (which holds ./frontdesk.toml)."""
-    named = os.environ.get("FRONTDESK_PROFILE")
-    return Path(named).expanduser().parent if named else Path.cwd()
 
 
 def load_seed(path: Path) -> tuple[SeedInvoice, ...]:
@@ -140,7 +132,9 @@ class BillingSettings(BaseSettings):
         if value is None:
             return None
         path = value.expanduser()
-        path = (path if path.is_absolute() else profile_folder() / path).resolve()
+        # A relative path in the profile was made relative to the profile by frontdesk; one
+        # from the environment is relative to the working directory, as for every plugin.
+        path = path.resolve()
         load_seed(path)
         return path
 

@@ -26,7 +26,6 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .money import ZERO
-from .settings import DEFAULT_PAYEE
 
 # -- tables ---------------------------------------------------------------------------------
 # Money is Numeric(12, 2) read back as Decimal. SQLite has no decimal type, so arithmetic on
@@ -35,11 +34,9 @@ from .settings import DEFAULT_PAYEE
 metadata = MetaData()
 MONEY = Numeric(12, 2, asdecimal=True)
 TS = DateTime(timezone=True)
-INVOICE_STATUSES = ("open", "paid")
-PAYMENT_KINDS = ("charge", "refund")
-# pending: the key is reserved and the gateway may or may not have moved money (reconcile it);
-# succeeded: money moved and the ledger reflects it; failed: the gateway declined or it was voided.
-PAYMENT_STATUSES = ("pending", "succeeded", "failed")
+# An invoice is "open" or "paid"; a payment is a "charge" or a "refund", and its status is
+# pending (the key is reserved and the gateway may or may not have moved money: reconcile it),
+# succeeded (money moved and the ledger reflects it) or failed (declined, or voided).
 
 accounts_t = Table(
     "accounts",
@@ -85,7 +82,6 @@ payments_t = Table(
 )
 TABLES = ("accounts", "invoices", "payments")
 
-PAYEE = DEFAULT_PAYEE  # for a payment whose invoice is gone; invoices carry their own payee
 _ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: ids are read aloud
 
 # Validates a new payment inside the transaction and returns its row's values.

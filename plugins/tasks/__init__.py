@@ -70,8 +70,8 @@ async def cancel_task(ctx: ToolContext, task_id: int) -> str:
     """Cancel one of the caller's background jobs (such as a report) by reference number.
     Payments and other critical work cannot be cancelled."""
     try:
-        task = await ctx.tasks.cancel(int(task_id))
-    except (TaskNotFound, ValueError, OverflowError):
+        task = await ctx.tasks.cancel(task_id)
+    except TaskNotFound:
         raise ToolError(f"I couldn't find a task with reference {task_id} for you.") from None
     except NotCancellable as exc:
         if exc.reason == "finished":
