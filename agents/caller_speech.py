@@ -1,19 +1,26 @@
-"""What the caller is doing with their voice, watched from the session's own events.
+"""What the caller is doing with their voice, watched from the VAD, the STT and the session.
 
 livekit-agents 1.8.9 marks a reply's generation done before it awaits the reply's tools, so
 while a tool runs there is no current speech and barge-in by audio reaches nothing; the
-tool's speech handle is interrupted only when the caller's turn is committed, up to the
-endpointing delay after they stop. ``CallerSpeech`` follows the caller itself
-(``user_state_changed``, ``user_input_transcribed``, ``conversation_item_added``) and says:
+tool's speech handle is interrupted only when the caller's turn is committed. ``CallerSpeech``
+follows the caller itself and says:
 
-- ``barge_in()``: a future that resolves when the caller *really* starts speaking, by the
-  session's own interruption settings: speech for at least ``min_duration`` seconds and, when
-  an STT gives words and ``min_words`` is set, at least that many words. A cough does not;
+- ``barge_in()``: a future that resolves when the caller *really* interrupts, which on real
+  speech means words (DESIGN.md, "The four patterns"): a final transcript with enough words that
+  are not backchannels, or an interim one once the VAD has heard ``min_duration`` of speech.
+  Enough is the session's ``min_interruption_words``, at least one. A session without an STT
+  is judged by speech duration alone, as LiveKit judges it then. A cough, an "uh" or an
+  "mm-hm" never resolves it;
+- ``released()``: waits while the caller may still be interrupting: speaking, words not yet
+  committed as a turn, or less than the session's false-interruption timeout since they
+  stopped. It is LiveKit's ``resume_false_interruption``, applied to a tool's held result;
 - ``quiet``: the caller is not speaking and has no turn pending (spoken but not committed).
 
-Speech duration is judged as LiveKit judges it, from VAD inference events (``on_vad``, fed by
-``HeardVAD``, which department agents use as their VAD). A session without a VAD is judged
-by its transcripts, as LiveKit does then.
+Speech duration comes from VAD inference events (``on_vad``, fed by ``HeardVAD``) *without*
+the VAD's silence hangover: Silero keeps ``speaking`` true and ``speech_duration`` growing for
+its ``min_silence_duration`` (0.55 s) after the sound ends, so a 0.15 s "uh" would otherwise
+look like 0.7 s of speech. Transcripts come from the agents' STT node (``on_transcript``, fed by
+``TranscriptGate``) before LiveKit sees them, because the gate may hold them back.
 
 A text session emits none of these events, so there the caller is always quiet and never
 barges in (text tests interrupt with ``session.interrupt()``).
@@ -26,34 +33,41 @@ import contextlib
 import time
 from typing import Any
 
-from livekit.agents.tokenize.basic import split_words
+from frontdesk.agents.backchannels import Backchannels
 
-# After the caller stops, how long a turn may take to be committed before we stop waiting
-# for it (a cough with no words never becomes a turn).
+# After the caller stops, how long a transcript may still take to arrive, and a turn with
+# words to be committed (beyond the maximum endpointing delay), before we stop waiting.
 TURN_GRACE = 1.0
+# LiveKit's default false-interruption timeout, for a session that has none set.
+FALSE_INTERRUPTION_TIMEOUT = 2.0
+
+
+def _clock() -> float:
+    return time.monotonic()
 
 
 class CallerSpeech:
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, backchannels: Backchannels | None = None) -> None:
         self.session = session
+        self.backchannels = backchannels or Backchannels()
         self.speaking = False
-        self.started_at = 0.0  # wall clock (time.time), as LiveKit's events are
-        self.words = ""
-        self._pending = False
-        self._pending_until: float | None = None
-        self._waiters: list[asyncio.Future[float]] = []
-        self._verdicts: list[asyncio.Future[bool]] = []
-        self.real = False  # the current speech has become a barge-in
+        self.ended_at: float | None = None  # monotonic: the VAD's last end of speech
+        self.speech_duration = 0.0  # of the current speech, by the VAD, hangover excluded
         self.heard_vad = False  # VAD events arrive (see HeardVAD)
-        self.speech_duration = 0.0  # of the current speech, by the VAD
+        self.word_events = 0  # transcripts so far that carried words (not backchannels)
+        self.real = False  # the caller's current words are a barge-in
+        self._finals: list[str] = []  # final transcripts since the last committed turn
+        self._interim = ""
+        self._final_seen = False  # the words include a final transcript
+        self._pending_until: float | None = None  # a turn may still be committed until then
+        self._waiters: list[asyncio.Future[float]] = []
+        self._changed = asyncio.Event()
         session.on("user_state_changed", self._on_user_state)
-        session.on("user_input_transcribed", self._on_transcript)
         session.on("conversation_item_added", self._on_item)
 
     def close(self) -> None:
         for event, fn in (
             ("user_state_changed", self._on_user_state),
-            ("user_input_transcribed", self._on_transcript),
             ("conversation_item_added", self._on_item),
         ):
             with contextlib.suppress(Exception):
@@ -71,10 +85,17 @@ class CallerSpeech:
         return float(self._interruption().get("min_duration", 0.5) or 0.0)
 
     @property
-    def min_words(self) -> int:
-        if getattr(self.session, "stt", None) is None:
-            return 0  # no transcripts to count
-        return int(self._interruption().get("min_words", 0) or 0)
+    def has_stt(self) -> bool:
+        return getattr(self.session, "stt", None) is not None
+
+    @property
+    def words_needed(self) -> int:
+        return max(1, int(self._interruption().get("min_words", 0) or 0))
+
+    @property
+    def false_interruption_timeout(self) -> float:
+        value = self._interruption().get("false_interruption_timeout")
+        return FALSE_INTERRUPTION_TIMEOUT if value is None else float(value)
 
     def _max_endpointing(self) -> float:
         with contextlib.suppress(Exception):
@@ -84,93 +105,137 @@ class CallerSpeech:
     # -- what callers of this module ask -------------------------------------------------------
 
     @property
+    def words(self) -> int:
+        """Words (not backchannels) the caller has said since their last committed turn."""
+        return self.backchannels.words(" ".join([*self._finals, self._interim]))
+
+    @property
+    def pending(self) -> bool:
+        """A turn of theirs may still be committed."""
+        if self._pending_until is not None and _clock() > self._pending_until:
+            self._pending_until = None
+            self._finals, self._interim, self._final_seen = [], "", False
+            self.real = False
+        return self._pending_until is not None
+
+    @property
     def quiet(self) -> bool:
         """Not speaking and no turn pending."""
-        if self.speaking:
-            return False
-        if self._pending and self._pending_until is not None and time.time() > self._pending_until:
-            self._pending = False
-        return not self._pending
+        return not self.speaking and not self.pending
 
     def barge_in(self) -> asyncio.Future[float]:
-        """Resolves (with the wall-clock time) when the caller really starts speaking; at once
-        if they already are."""
+        """Resolves (with the wall-clock time) when the caller really interrupts; at once if
+        they already are."""
         fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         if self.real:
             fut.set_result(time.time())
-            return fut
-        self._waiters.append(fut)
+        else:
+            self._waiters.append(fut)
         return fut
 
-    async def verdict(self) -> bool:
-        """For speech in progress: True once it is a barge-in, False if it ends before (a
-        cough). Not speaking: False."""
-        if self.real:
-            return True
-        if not self.speaking:
-            return False
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._verdicts.append(fut)
-        return await fut
+    def hold_remaining(self) -> float | None:
+        """0 when nothing holds a result back; seconds still to wait after the caller
+        stopped; None while the caller speaks or has words not yet committed."""
+        if self.speaking or (self.pending and self.words):
+            return None
+        if self.ended_at is None:
+            return 0.0
+        return max(0.0, self.ended_at + self.false_interruption_timeout - _clock())
+
+    async def released(self, limit: float) -> None:
+        """Until nothing holds a result back (``hold_remaining()`` is 0), at most ``limit``
+        seconds."""
+        deadline = _clock() + limit
+        while (remaining := self.hold_remaining()) != 0.0:
+            timeout = deadline - _clock()
+            if remaining is not None:
+                timeout = min(timeout, remaining)
+            if timeout <= 0:
+                return
+            await self.changed(timeout)
+
+    async def changed(self, timeout: float | None = None) -> None:
+        """Until anything about the caller changes (or ``timeout``)."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
 
     # -- events ----------------------------------------------------------------------------------
 
     def _on_user_state(self, ev: Any) -> None:
         if ev.new_state == "speaking":
+            self.pending  # noqa: B018  (drops words whose turn window has passed)
             self.speaking = True
-            self.real = False
-            self.words = ""
-            self._pending, self._pending_until = True, None
-            self.started_at = ev.created_at
             self.speech_duration = 0.0
-            self._check()
+            self._pending_until = None
         elif ev.old_state == "speaking":
             self.speaking = False
-            self._pending_until = time.time() + self._max_endpointing() + TURN_GRACE
-            self._settle(self.real)
-            self.real = False
+            self.ended_at = _clock()
+            grace = self._max_endpointing() + TURN_GRACE if self.words else TURN_GRACE
+            self._pending_until = self.ended_at + grace
+        self._check()
 
-    def _on_transcript(self, ev: Any) -> None:
-        text = getattr(ev, "transcript", "") or ""
-        if text:
-            self.words = text
-            self._pending = True
-        if self.speaking and not self.real:
-            self._check()
+    def on_transcript(self, ev: Any) -> None:
+        """An STT event (interim or final transcript) as the STT sent it."""
+        kind = getattr(getattr(ev, "type", None), "value", "")
+        alternatives = getattr(ev, "alternatives", None) or []
+        text = alternatives[0].text if alternatives else ""
+        if kind == "final_transcript":
+            if text:
+                self._finals.append(text)
+                self._final_seen = True
+            self._interim = ""
+        elif kind in ("interim_transcript", "preflight_transcript"):
+            self._interim = text
+        else:
+            return
+        if text and self.backchannels.words(text):
+            self.word_events += 1
+            if not self.speaking:  # words after the VAD's end: a turn is on its way
+                self._pending_until = _clock() + self._max_endpointing() + TURN_GRACE
+        self._check()
 
     def on_vad(self, ev: Any) -> None:
         """A VAD event from any of the call's streams."""
         self.heard_vad = True
-        if ev.type.value == "inference_done" and (ev.speaking or ev.raw_accumulated_silence == 0):
-            self.speech_duration = max(self.speech_duration, float(ev.speech_duration))
-            if self.speaking and not self.real:
-                self._check()
+        kind = ev.type.value
+        if kind == "inference_done" and ev.speaking:
+            # Silero's speech_duration runs on through its silence hangover; the silence
+            # accumulated so far is that hangover.
+            true = float(ev.speech_duration) - float(ev.raw_accumulated_silence)
+        elif kind in ("start_of_speech", "end_of_speech"):
+            true = float(ev.speech_duration)  # both report speech only
+        else:
+            return
+        if true > self.speech_duration:
+            self.speech_duration = true
+            self._check()
 
     def _on_item(self, ev: Any) -> None:
         if getattr(ev.item, "role", None) == "user":
-            self._pending, self._pending_until = False, None
+            self._finals, self._interim, self._final_seen = [], "", False
+            self._pending_until = None
+            self.real = False
+            self._poke()
 
     # -- deciding ----------------------------------------------------------------------------------
 
-    def _check(self) -> None:
-        if not self.speaking or self.real:
-            return
-        if self.heard_vad:
-            if self.speech_duration < self.min_duration:
-                return  # a cough, so far; the next inference event asks again
-        elif not self.words:
-            return  # no VAD: LiveKit too waits for words
-        if self.min_words and len(split_words(self.words, split_character=True)) < self.min_words:
-            return  # checked again at the next transcript
-        self.real = True
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(time.time())
-        self._settle(True)
+    def _is_real(self) -> bool:
+        if not self.has_stt:
+            # no transcripts to wait for: the session's duration rule, as LiveKit's
+            return self.heard_vad and self.speaking and self.speech_duration >= self.min_duration
+        if self.words < self.words_needed:
+            return False  # a cough, an "uh", an "mm-hm": no words yet
+        return self._final_seen or self.speech_duration >= self.min_duration or not self.heard_vad
 
-    def _settle(self, real: bool) -> None:
-        verdicts, self._verdicts = self._verdicts, []
-        for fut in verdicts:
-            if not fut.done():
-                fut.set_result(real)
+    def _check(self) -> None:
+        if not self.real and self._is_real():
+            self.real = True
+            waiters, self._waiters = self._waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(time.time())
+        self._poke()
+
+    def _poke(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()

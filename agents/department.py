@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
-from livekit.agents import Agent, llm
+from livekit import rtc
+from livekit.agents import Agent, ModelSettings, llm, stt
 
 from frontdesk.agents.handoff import transfer_tools
 from frontdesk.agents.patterns import function_tool_for
@@ -51,6 +53,16 @@ class DepartmentAgent(Agent):
             # The session's VAD, watched: barge-in on running tools (agents/caller_speech.py).
             **({"vad": runtime.heard_vad} if runtime.heard_vad is not None else {}),
         )
+
+    async def stt_node(
+        self, audio: AsyncIterable[rtc.AudioFrame], model_settings: ModelSettings
+    ) -> AsyncIterator[stt.SpeechEvent]:
+        # The caller's transcripts pass the call's gate: backchannels over running work and
+        # words over uninterruptible speech are kept from LiveKit (agents/transcript_gate.py).
+        events: Any = Agent.default.stt_node(self, audio, model_settings)
+        gate = self.runtime.transcripts
+        async for ev in gate.node(events) if gate is not None else events:
+            yield ev
 
     async def on_user_turn_completed(
         self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage

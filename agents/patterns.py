@@ -13,13 +13,14 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from livekit.agents import RunContext, llm
 from livekit.agents.llm import function_tool
 
+from frontdesk.agents.held_results import critical_turn, until_done_or_barge_in
 from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, stable_key
@@ -210,11 +211,14 @@ async def run_tool(
         return spec.ack or "Okay, that's taken care of."
 
     if spec.pattern == "critical":
-        if run_ctx is not None:
-            runtime.critical_turns[row.id] = run_ctx.speech_handle
+        handle = run_ctx.speech_handle if run_ctx is not None else None
+        if handle is not None:
+            runtime.critical_turns[row.id] = handle
         try:
-            async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
-                await asyncio.wait([work])
+            with _in_turn(runtime):
+                async with critical_turn(runtime, handle):
+                    async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
+                        await asyncio.wait([work])
         finally:
             runtime.critical_turns.pop(row.id, None)
         return await finish(runtime, spec, row.id, work)
@@ -224,8 +228,9 @@ async def run_tool(
         await asyncio.wait([work])
         return await finish(runtime, spec, row.id, work)
     handle = run_ctx.speech_handle
-    async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
-        barged = await _until_done_or_barge_in(runtime, work, handle)
+    with _in_turn(runtime):
+        async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
+            barged = await until_done_or_barge_in(runtime, work, handle)
     if barged or (handle.interrupted and not work.done()):
         work.cancel()
         with contextlib.suppress(BaseException):
@@ -245,26 +250,17 @@ async def run_tool(
     return await finish(runtime, spec, row.id, work)
 
 
-async def _until_done_or_barge_in(runtime: Call, work: asyncio.Future[Any], handle: Any) -> bool:
-    """Wait for the work, an interruption of its turn, or the caller really starting to
-    speak (True). Work that ends while the caller is speaking is held until their speech
-    is judged: a barge-in discards it (True), a cough lets it through."""
-    speech = runtime.caller_speech
-    if speech is None:
-        await handle.wait_if_not_interrupted([work])
-        return False
-    barge = speech.barge_in()
-    either = asyncio.ensure_future(asyncio.wait([work, barge], return_when=asyncio.FIRST_COMPLETED))
+@contextlib.contextmanager
+def _in_turn(runtime: Call) -> Iterator[None]:
+    """In-turn work is running: a backchannel alone is not passed on as a turn."""
+    gate = runtime.transcripts
+    if gate is not None:
+        gate.busy += 1
     try:
-        await handle.wait_if_not_interrupted([either])
+        yield
     finally:
-        either.cancel()
-        barge.cancel()
-    if handle.interrupted:
-        return False
-    if barge.done() and not barge.cancelled():
-        return True
-    return await speech.verdict()
+        if gate is not None:
+            gate.busy -= 1
 
 
 @contextlib.asynccontextmanager

@@ -96,6 +96,10 @@ def cause_of(exc: BaseException | None) -> str:
     return f"{one(exc)} ({one(root)})"
 
 
+# The longest an apology or goodbye waits for the caller's pending turn to be committed.
+PENDING_TURN_WAIT = 3.0
+
+
 class FailureGuard:
     """One per call: listens to the session's ``error`` events (see the module docstring)."""
 
@@ -110,8 +114,15 @@ class FailureGuard:
         secrets: Iterable[str] = (),
         on_end: Callable[[str], Awaitable[None]] | None = None,
         emit: Callable[[dict[str, Any]], None] | None = None,
+        protect: Callable[[Any], Any] | None = None,
+        turn_pending: Callable[[], bool] | None = None,
     ) -> None:
         self.session = session
+        # The apology and goodbye are uninterruptible: ``protect`` keeps the caller's words
+        # from LiveKit while they play, and they wait (a little) for the caller's turn still
+        # to be committed, because LiveKit drops a turn committed during such speech.
+        self.protect = protect or (lambda handle: handle)
+        self.turn_pending = turn_pending or (lambda: False)
         self.describe = describe
         self.acks = acks
         self.max_failures = max_failures
@@ -184,8 +195,13 @@ class FailureGuard:
                 self._end(f"{kind} failed {self.failures} times in a row: {self._scrub(detail)}")
             )
         else:
-            # Not cut short by the commit of the very turn it answers (on voice the failure may
-            # come from the preemptive request, before the caller's turn is committed).
+            # On voice the failure may come from the preemptive request, before the caller's
+            # turn is committed: the apology follows the commit, and is not cut short by it.
+            self._spawn(self._apologise())
+
+    async def _apologise(self) -> None:
+        await self._after_pending_turn()
+        if not self.ended:
             self._say(APOLOGY, allow_interruptions=False)
 
     def _belongs(self, part: Any, source: Any) -> bool:
@@ -193,17 +209,25 @@ class FailureGuard:
 
         return any(part is p or part is getattr(p, "_stt", None) for p in inner(source))
 
+    async def _after_pending_turn(self, limit: float = PENDING_TURN_WAIT) -> None:
+        deadline = asyncio.get_running_loop().time() + limit
+        while self.turn_pending() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+
     def _say(self, text: str, **options: Any) -> Any:
         clip = self.acks.cached(text) if self.acks is not None else None
         try:
             if clip is not None:
-                return self.session.say(text, audio=self.acks.frames(clip), **options)
-            return self.session.say(text, **options)
+                handle = self.session.say(text, audio=self.acks.frames(clip), **options)
+            else:
+                handle = self.session.say(text, **options)
         except RuntimeError as exc:  # the session is already closing
             log.debug("could not say %r: %r", text, exc)
             return None
+        return self.protect(handle)
 
     async def _end(self, reason: str) -> None:
+        await self._after_pending_turn()
         handle = self._say(GOODBYE, allow_interruptions=False)  # heard whole before hang-up
         if handle is not None:
             try:

@@ -17,12 +17,14 @@ from typing import Any
 
 from livekit.agents import Agent, AgentSession, llm
 
+from frontdesk.agents.backchannels import configured as configured_backchannels
 from frontdesk.agents.caller_speech import CallerSpeech
 from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.followups import FollowupWatcher, followup_instructions
 from frontdesk.agents.handoff import carried_context, extract_facts
 from frontdesk.agents.heard_vad import HeardVAD
 from frontdesk.agents.progress import Progress
+from frontdesk.agents.transcript_gate import TranscriptGate
 from frontdesk.agents.triage import TRIAGE, triage_department
 from frontdesk.core.department import Department
 from frontdesk.core.host import Registry
@@ -91,6 +93,7 @@ class CallRuntime:
         # wait for a quiet caller. Set at start; a text session's caller is always quiet.
         self.caller_speech: CallerSpeech | None = None
         self.heard_vad: HeardVAD | None = None  # department agents' VAD, when the session has one
+        self.transcripts: TranscriptGate | None = None  # agents' STT node, when there is an STT
         self.critical_turns: dict[int, Any] = {}  # task id -> the speech handle of its turn
 
     # -- departments and handoffs -----------------------------------------------------------
@@ -142,10 +145,13 @@ class CallRuntime:
             await self.store.call_started(self.session_id, self.caller)
         self.session.on("conversation_item_added", self._on_item)
         self.session.on("function_tools_executed", self._on_tools)
-        self.guard = self._failure_guard()
-        self.caller_speech = CallerSpeech(self.session)
+        backchannels = configured_backchannels(self.settings, self.registry.profile)
+        self.caller_speech = CallerSpeech(self.session, backchannels)
         if self.session.vad is not None:
             self.heard_vad = HeardVAD(self.session.vad, self.caller_speech.on_vad)
+        if self.session.stt is not None:
+            self.transcripts = TranscriptGate(self.caller_speech, backchannels)
+        self.guard = self._failure_guard()
         await self.session.start(self.make_agent(TRIAGE), **start_options)
         self._loops = [
             asyncio.create_task(self._heartbeat_loop(), name="frontdesk.heartbeat"),
@@ -175,6 +181,8 @@ class CallRuntime:
             secrets=secrets,
             on_end=self._end_after_failures,
             emit=self.emit,
+            protect=self.protect,
+            turn_pending=lambda: self.caller_speech is not None and self.caller_speech.pending,
         )
 
     async def _end_after_failures(self, reason: str) -> None:
@@ -284,33 +292,47 @@ class CallRuntime:
             and self.session.current_speech is None
             and self.session.agent_state in ("listening", "idle")
             and (self.caller_speech is None or self.caller_speech.quiet)
+            and (self.transcripts is None or not self.transcripts.holding)
         )
+
+    def protect(self, handle: Any) -> Any:
+        """``handle`` is uninterruptible speech: the caller's words wait until it is said
+        (agents/transcript_gate.py)."""
+        if handle is not None and self.transcripts is not None:
+            self.transcripts.protect(handle)
+        return handle
+
+    def say_hold_line(self) -> Any:
+        """Tell a caller who spoke over critical work that it is still finishing."""
+        self.emit({"type": "hold", "tasks": list(self.critical_turns)})
+        with _best_effort("saying the hold line"):
+            clip = self.acks.cached(HOLD_LINE) if self.acks is not None else None
+            audio = self.acks.frames(clip) if clip is not None else None
+            options: dict[str, Any] = {"allow_interruptions": False}
+            if audio is not None:
+                options["audio"] = audio
+            return self.protect(self.session.say(HOLD_LINE, **options))
+        return None
 
     async def before_answer(self) -> None:
         """The caller's turn is about to be answered. If critical work is running, they hear
         a short hold line, and their words are answered after the work's result has been
         spoken in full (DESIGN.md, "The four patterns"; docs/patterns.md)."""
+        # critical tools that have not returned yet (their result is still to be spoken)
+        turns = [h for h in self.critical_turns.values() if h is not None]
         running = [
-            (task_id, spec, work)
-            for task_id, (spec, work) in self.inflight.items()
+            work
+            for spec, work in self.inflight.values()
             if spec.pattern == "critical" and not work.done()
         ]
-        if not running:
+        if not turns and not running:
             return
-        self.emit({"type": "hold", "tasks": [t for t, _, _ in running]})
-        with _best_effort("saying the hold line"):
-            line = HOLD_LINE
-            clip = self.acks.cached(line) if self.acks is not None else None
-            if clip is not None:
-                self.session.say(line, audio=self.acks.frames(clip), allow_interruptions=False)
-            else:
-                self.session.say(line, allow_interruptions=False)
-        handles = [self.critical_turns.get(t) for t, _, _ in running]
-        await asyncio.wait([w for _, _, w in running])
-        for handle in handles:
-            if handle is not None:
-                with _best_effort("waiting for the result to be spoken"):
-                    await handle.wait_for_playout()
+        self.say_hold_line()
+        if running:
+            await asyncio.wait(running)
+        for handle in turns:
+            with _best_effort("waiting for the result to be spoken"):
+                await handle.wait_for_playout()
 
     async def deliver(self, task: Task) -> bool:
         """Speak one finished task; mark it delivered only if the speech was not interrupted."""

@@ -13,6 +13,9 @@ instructions = "Extra instructions for this desk."   # optional
 
 [plugins.orders]                                     # a plugin's settings (register_settings)
 limit = 3
+
+[voice]
+backchannels = ["mm-hm", "uh-huh", "yeah", "okay"]   # "go on" words: never an interruption
 ```
 """
 
@@ -58,12 +61,20 @@ class Desk(BaseModel):
     instructions: str = ""
 
 
+class Voice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # None: frontdesk.agents.backchannels.DEFAULT (FRONTDESK_BACKCHANNELS beats both)
+    backchannels: list[str] | None = None
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     business: Business = Business()
     departments: dict[str, Desk] = {}
     plugins: dict[str, dict[str, Any]] = {}
+    voice: Voice = Voice()
 
     # The file it was read from, for messages (None: no profile, the neutral front desk).
     source: str | None = None

@@ -55,6 +55,13 @@ class Settings(BaseSettings):
     fire_and_forget_grace_seconds: float = Field(5.0, ge=0)
     context_turns: int = Field(6, ge=0)
 
+    # Voice: what a caller says to mean "go on", comma-separated; unset: the profile's
+    # [voice] backchannels, else frontdesk.agents.backchannels.DEFAULT (docs/deploy.md).
+    backchannels: str | None = None
+    # The longest a finished tool's result waits for a caller who is making sound without
+    # words, or for a caller to stop speaking before a critical result (docs/patterns.md).
+    hold_for_caller_seconds: float = Field(4.0, ge=0)
+
     @staticmethod
     def split(value: str | None) -> list[str] | None:
         if value is None:

@@ -24,13 +24,14 @@ from typing import Any
 from livekit.agents import llm
 
 from frontdesk.agents.testing.audio import now
-from frontdesk.agents.testing.voice import CallerVoice, Utterance, VoicePipeline, voice_session
+from frontdesk.agents.testing.mic import Clip, Microphone
+from frontdesk.agents.testing.voice import CallerVoice, VoicePipeline, voice_session
 from frontdesk.agents.testing.words import WordsLLM
 
 
 @dataclass
 class Line:
-    text: str
+    what: str | Clip  # words for the timed voice, or a clip (its transcript, on the voice)
     seconds: float
     at: float | None  # None: right after the previous line
 
@@ -39,19 +40,34 @@ class Line:
 class CallerScript:
     lines: list[Line] = field(default_factory=list)
 
-    def say(self, text: str, seconds: float = 0.8, *, at: float | None = None) -> CallerScript:
-        self.lines.append(Line(text, seconds, at))
+    def say(
+        self, what: str | Clip, seconds: float | None = None, *, at: float | None = None
+    ) -> CallerScript:
+        """``what`` for ``seconds`` (a clip: its own length), ``at`` seconds after the
+        script starts (default: after the line before)."""
+        if seconds is None:
+            seconds = what.duration if isinstance(what, Clip) else 0.8
+        self.lines.append(Line(what, seconds, at))
         return self
 
-    async def play(self, voice: CallerVoice) -> list[Utterance]:
+    async def play(self, voice: CallerVoice | None, mic: Microphone | None = None) -> list[Any]:
+        """Utterances (timed voice) or ``Played`` clips (microphone), one per line."""
         start = now()
-        said = []
+        said: list[Any] = []
         for line in self.lines:
+            if mic is not None:
+                if not isinstance(line.what, Clip):
+                    raise TypeError("a microphone plays clips, not text")
+                at = start + line.at if line.at is not None else None
+                said.append(mic.play(line.what, at=at))
+                continue
+            assert voice is not None
             if line.at is not None:
                 delay = start + line.at - now()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            said.append(voice.say(line.text, line.seconds))
+            text = line.what.transcript if isinstance(line.what, Clip) else line.what
+            said.append(voice.say(text, line.seconds))
         return said
 
 
@@ -97,8 +113,12 @@ class VoiceCall:
         return self.pipeline.session
 
     @property
-    def voice(self) -> CallerVoice:
+    def voice(self) -> CallerVoice | None:
         return self.pipeline.voice
+
+    @property
+    def mic(self) -> Microphone | None:
+        return self.pipeline.mic
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -115,14 +135,20 @@ class VoiceCall:
         ack_cache_dir: Any = None,
         thinking_sound: bool = True,
         listeners: Any = (),
+        mic: Microphone | None = None,
+        vad: Any = None,
         **pipeline_options: Any,
     ) -> AsyncIterator[VoiceCall]:
+        """A started call. With ``mic``, the caller is audio heard by ``vad`` (any
+        ``vad.VAD``; Silero with production's defaults by default); otherwise timed text on
+        the fake VAD (which models Silero's hangover) and STT. ``pipeline_options`` go to
+        ``voice_session``."""
         from frontdesk.agents.acks import AckCache
         from frontdesk.agents.brain import OfflineBrain
         from frontdesk.agents.runtime import start_call
 
         words = WordsLLM(fallback=fallback or OfflineBrain.for_registry(registry))
-        pipeline = voice_session(words, **pipeline_options)
+        pipeline = voice_session(words, mic=mic, vad_=vad, **pipeline_options)
         cache = None
         if acks:
             # the fake voice's clips never go to the real cache directory
@@ -145,7 +171,8 @@ class VoiceCall:
             await call.idle()
             yield call
         finally:
-            await pipeline.voice.aclose()
+            if pipeline.voice is not None:
+                await pipeline.voice.aclose()
             with contextlib.suppress(Exception):
                 await runtime.shutdown("hang-up")
             with contextlib.suppress(Exception):
@@ -153,21 +180,34 @@ class VoiceCall:
             await words.aclose()
             call._unwatch()
 
-    async def play(self, script: CallerScript) -> list[Utterance]:
-        return await script.play(self.voice)
+    async def play(self, script: CallerScript) -> list[Any]:
+        return await script.play(self.voice, self.mic)
 
-    async def say(self, text: str, seconds: float = 0.8, **kw: Any) -> Utterance:
-        return self.voice.say(text, seconds, **kw)
+    async def say(self, what: str | Clip, seconds: float | None = None, **kw: Any) -> Any:
+        """Say ``what`` now: an ``Utterance`` on the timed voice, a ``Played`` clip on the
+        microphone."""
+        [said] = await self.play(CallerScript().say(what, seconds, **kw))
+        return said
+
+    def caller_quiet(self) -> bool:
+        """Everything asked of the caller has been said (and transcribed), and no turn of
+        theirs is waiting to be committed."""
+        if self.voice is not None:
+            said = self.voice.speaking is None and not self.voice._tasks
+        else:
+            assert self.mic is not None
+            said = not self.mic.busy and not getattr(self.pipeline.stt, "busy", False)
+        speech = self.runtime.caller_speech
+        return said and (speech is None or speech.quiet)
 
     async def idle(self, timeout: float = 15.0, settle: float = 0.15) -> None:
-        """Until the caller has said everything and the agent is quiet for ``settle`` s:
-        nothing speaking, nothing queued, no tool running."""
+        """Until the caller has said everything, no turn of theirs is pending, and the agent
+        is quiet for ``settle`` s: nothing speaking, nothing queued, no tool running."""
 
         def quiet() -> bool:
             s = self.session
             return (
-                self.voice.speaking is None
-                and not self.voice._tasks
+                self.caller_quiet()
                 and s.current_speech is None
                 and s.agent_state in ("listening", "idle")
                 and s.user_state != "speaking"
@@ -176,7 +216,10 @@ class VoiceCall:
             )
 
         async def wait() -> None:
-            await self.voice.wait_quiet()
+            if self.voice is not None:
+                await self.voice.wait_quiet()
+            elif self.mic is not None:
+                await self.mic.wait_quiet()
             calm_since: float | None = None
             while True:
                 if quiet():

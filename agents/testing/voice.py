@@ -4,9 +4,11 @@
 utterance in real time, and every open VAD and STT stream hears it (a handoff opens new
 streams, and the new agent hears the caller as the old one did):
 
-- VAD: start of speech after ``vad_min_speech`` seconds, an inference event every
-  ``inference_interval`` with the speech (then silence) duration so far, end of speech
-  ``vad_min_silence`` after the caller stops;
+- VAD: modelled on Silero's events. Start of speech ``vad_min_speech`` after the caller
+  starts; an inference event every ``inference_interval``; and a silence hangover: for
+  ``vad_min_silence`` (Silero's 0.55 s) after the caller stops, ``speaking`` stays true and
+  ``speech_duration`` keeps growing (``raw_accumulated_silence`` says how much of it is
+  silence), then the end of speech reports the true speech duration;
 - STT: interim transcripts while the caller speaks (the words said so far, in proportion to
   the time), the final transcript ``stt_delay`` after the end.
 
@@ -36,6 +38,7 @@ from frontdesk.agents.testing.audio import (
     FakeTTS,
     now,
 )
+from frontdesk.agents.testing.mic import ClipSTT, Microphone, silero_vad
 
 
 @dataclass
@@ -64,8 +67,8 @@ class CallerVoice:
     def __init__(
         self,
         *,
-        vad_min_speech: float = 0.05,
-        vad_min_silence: float = 0.2,
+        vad_min_speech: float = 0.08,
+        vad_min_silence: float = 0.55,
         inference_interval: float = 0.05,
         stt_delay: float = 0.1,
         interim_interval: float = 0.15,
@@ -152,16 +155,17 @@ class CallerVoice:
     def _vad(self, kind: vad.VADEventType, u: Utterance) -> None:
         t = now()
         talking = t < u.ends_at
-        speech = min(t, u.ends_at) - u.at
-        silence = 0.0 if talking else t - u.ends_at
+        silence = 0.0 if talking else t - u.ends_at  # the hangover so far
+        end = kind == vad.VADEventType.END_OF_SPEECH
         event = vad.VADEvent(
             type=kind,
             samples_index=int(t * SAMPLE_RATE),
             timestamp=t,
-            speech_duration=speech,
-            silence_duration=silence,
-            speaking=kind != vad.VADEventType.END_OF_SPEECH and talking,
-            raw_accumulated_speech=speech if talking else 0.0,
+            # as Silero's: grows through the hangover; the end of speech reports speech only
+            speech_duration=(min(t, u.ends_at) if end else t) - u.at,
+            silence_duration=silence if end else 0.0,
+            speaking=not end,
+            raw_accumulated_speech=t - u.at if talking else 0.0,
             raw_accumulated_silence=silence,
             probability=1.0 if talking else 0.0,
         )
@@ -258,21 +262,25 @@ class SilentAudioInput(AudioInput):
 
 @dataclass
 class VoicePipeline:
-    """Everything a voice test inspects: the caller's voice, the fakes, the session."""
+    """Everything a voice test inspects: the caller's voice (timed text on the fake VAD and
+    STT) or microphone (clips through a real VAD), the fakes, the session."""
 
-    voice: CallerVoice
-    vad: FakeVAD
-    stt: FakeSTT
+    voice: CallerVoice | None
+    vad: vad.VAD
+    stt: stt.STT
     tts: FakeTTS
     output: FakeAudioOutput
     background: FakeBackgroundAudio
     session: AgentSession
+    mic: Microphone | None = None
 
 
 def voice_session(
     llm_: llm.LLM,
     *,
     voice: CallerVoice | None = None,
+    mic: Microphone | None = None,
+    vad_: vad.VAD | None = None,
     words_per_second: float = 25.0,
     min_interruption_duration: float = 0.3,
     min_interruption_words: int = 0,
@@ -282,15 +290,23 @@ def voice_session(
     can_pause: bool = True,
     **session_kwargs: Any,
 ) -> VoicePipeline:
-    """A real voice ``AgentSession`` on the fakes, with its audio input and output set (start
-    it as usual). Turn detection is VAD, so turns commit ``min_endpointing_delay`` after the
-    caller stops, as with a working turn detector."""
-    voice = voice or CallerVoice()
-    fake_vad, fake_stt, fake_tts = (
-        FakeVAD(voice),
-        FakeSTT(voice),
-        FakeTTS(words_per_second=words_per_second),
-    )
+    """A real voice ``AgentSession`` with its audio input and output set (start it as usual).
+
+    Without ``mic``, the caller is timed text (``voice``) on the fake VAD and STT. With
+    ``mic`` (a ``Microphone``), the caller is audio: ``vad_`` (any ``vad.VAD``; Silero with
+    production's defaults when omitted) hears it, and a ``ClipSTT`` writes the clips'
+    transcripts. Turn detection is VAD, so turns commit ``min_endpointing_delay`` after the
+    VAD's end of speech, as with a working turn detector."""
+    fake_tts = FakeTTS(words_per_second=words_per_second)
+    audio_in: AudioInput
+    if mic is not None:
+        voice = None
+        the_vad: vad.VAD = vad_ if vad_ is not None else silero_vad()
+        the_stt: stt.STT = ClipSTT(mic)
+        audio_in = mic
+    else:
+        voice = voice or CallerVoice()
+        the_vad, the_stt, audio_in = FakeVAD(voice), FakeSTT(voice), SilentAudioInput()
     session_kwargs.setdefault("aec_warmup_duration", None)
     # At close LiveKit waits this long for a last transcript; the fake caller has none.
     session_kwargs.setdefault("session_close_transcript_timeout", 0.05)
@@ -306,18 +322,18 @@ def voice_session(
         },
     }
     session: AgentSession = AgentSession(
-        vad=fake_vad,
-        stt=fake_stt,
+        vad=the_vad,
+        stt=the_stt,
         llm=llm_,
         tts=fake_tts,
         turn_handling=turn_handling,  # type: ignore[arg-type]
         **session_kwargs,
     )
     output = FakeAudioOutput(fake_tts, can_pause=can_pause)
-    session.input.audio = SilentAudioInput()
+    session.input.audio = audio_in
     session.output.audio = output
     return VoicePipeline(
-        voice, fake_vad, fake_stt, fake_tts, output, FakeBackgroundAudio(), session
+        voice, the_vad, the_stt, fake_tts, output, FakeBackgroundAudio(), session, mic
     )
 
 
