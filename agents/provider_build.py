@@ -10,6 +10,7 @@ provider: construction opens no connection.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -212,6 +213,12 @@ def inner(obj: Any) -> list[Any]:
     return [obj]
 
 
+# LiveKit's defaults, but the STT hears the caller while uninterruptible speech plays (a critical
+# result, the hold line): what they say then is answered right after it, not thrown away
+# (docs/patterns.md, "On voice"). Rooms cancel the agent's echo, so nothing of it is heard back.
+VOICE_TURN_HANDLING: dict[str, Any] = {"interruption": {"discard_audio_if_uninterruptible": False}}
+
+
 @dataclass
 class Providers:
     """Built provider objects for one session."""
@@ -261,6 +268,7 @@ class Providers:
         if self.stt is not None:
             kwargs["stt"] = self.stt
             kwargs["vad"] = self.vad
+            kwargs["turn_handling"] = copy.deepcopy(VOICE_TURN_HANDLING)
         if self.tts is not None:
             kwargs["tts"] = self.tts
         kwargs["conn_options"] = SessionConnectOptions(

@@ -249,9 +249,13 @@ async def test_build_all_gives_agent_session_kwargs(all_keys, monkeypatch):
     settings = Settings(llm="openai", stt="deepgram", tts="elevenlabs")
     built = provider_build.build(providers.select_all(settings), vad=None)
     kwargs = built.session_kwargs()
-    assert set(kwargs) == {"llm", "stt", "tts", "vad", "conn_options"} and kwargs["vad"] is not None
+    assert set(kwargs) == {"llm", "stt", "tts", "vad", "conn_options", "turn_handling"}
+    assert kwargs["vad"] is not None
     assert kwargs["conn_options"].llm_conn_options.max_retry == 1  # fewer than LiveKit's 3
-    AgentSession(**kwargs)  # accepted as is
+    session = AgentSession(**kwargs)  # accepted as is
+    # the STT hears the caller over a critical result (their words are answered after it)
+    assert session.options.interruption["discard_audio_if_uninterruptible"] is False
+    assert session.options.interruption["min_duration"] == 0.5  # LiveKit's defaults otherwise
 
     text_only = provider_build.build(
         providers.select_all(Settings(llm="openai", stt="none", tts="none"))

@@ -8,74 +8,24 @@ Assertions are about order (what happened before what) and what was heard, never
 
 from __future__ import annotations
 
-import contextlib
-
-import kit
 import pytest
 import voicekit
+from voicekit import (
+    ask,
+    desk_call,
+    env,
+    no_dropped_turns,
+    row_event,
+    stale_anywhere,
+    voice_settings,
+)
 
-from frontdesk.agents.programs.simulate import Environment
 from frontdesk.agents.runtime import HOLD_LINE
 from frontdesk.agents.testing.audio import overlap
-from frontdesk.agents.testing.caller import CallerScript, VoiceCall
-from frontdesk.core import host
+from frontdesk.agents.testing.caller import CallerScript
 
-STALE = "slow probe finished"
-
-
-@pytest.fixture
-def voice_settings(settings):
-    return settings.model_copy(update={"ack_after_seconds": 0.3, "thinking_after_seconds": 0.4})
-
-
-@pytest.fixture
-async def env(voice_settings):
-    voicekit.calls.clear()
-    voicekit.finished.clear()
-    voicekit.cleanups.clear()
-    registry = host.load(voice_settings, extra=[("kit", kit), ("voicekit", voicekit)])
-    environment = await Environment.open(voice_settings, registry)
-    yield environment
-    await environment.close()
-
-
-@contextlib.asynccontextmanager
-async def desk_call(env, caller="vic", **options):
-    async with VoiceCall.open(
-        store=env.store,
-        registry=env.registry,
-        settings=env.settings,
-        caller=caller,
-        watcher=env.watcher,
-        **options,
-    ) as call:
-        call.watch_store(env.runner_store)
-        call.llm.script("desk please", [{"tools": [{"transfer_to_desk": {}}]}, {"say": "Desk."}])
-        await call.play(CallerScript().say("desk please", 0.3))
-        await call.idle()
-        yield call
-
-
-async def ask(call, words, tool, args, then="STALE: here it is."):
-    """The caller asks for a tool; returns once its work is running."""
-    call.llm.script(words, [{"tools": [{tool: args}]}, {"say": then}])
-    await call.play(CallerScript().say(words, 0.3))
-    await call.until(lambda: call.runtime.inflight)
-
-
-def row_event(call, tool, status):
-    return next(e for e in call.task_events if e["tool"] == tool and e["status"] == status)
-
-
-def stale_anywhere(call):
-    heard = " ".join(call.pipeline.output.heard_texts())
-    asked = " ".join(str(m) for ctx in call.llm.requests for m in ctx.items)
-    synthesized = " ".join(call.pipeline.tts.texts())
-    return [
-        where
-        for where, text in (("heard", heard), ("llm", asked), ("tts", synthesized))
-        if STALE in text or "STALE" in text
-    ]
+pytestmark = pytest.mark.usefixtures("no_dropped_turns")
+__all__ = ["env", "no_dropped_turns", "voice_settings"]  # fixtures, used by name
 
 
 async def test_caller_speaking_briefly_cancels_interruptible_work_at_once(env):

@@ -11,9 +11,12 @@ writes each clip's transcript when a streaming STT would.
   and when its frames went out. A consumer that falls behind gets the backlog at once, as from
   a room's jitter buffer.
 - ``ClipSTT``: transcripts timed from the microphone, as a streaming STT sends them: interim
-  transcripts with the words said so far (each word ``interim_delay`` after it was spoken, in
-  proportion to the clip's length), the final one ``final_delay`` after the clip's last sample.
-  Sounds with no transcript get none.
+  transcripts with the words said so far (a word is written ``interim_delay`` after the middle
+  of its sound; words share a clip's length by their letters), the final one ``final_delay``
+  after the clip's last sample. Sounds with no transcript get none. Like a real STT it writes
+  only what it was sent: a word whose audio reached no STT stream (LiveKit sends silence in its
+  place while uninterruptible speech plays, with ``discard_audio_if_uninterruptible``) is not
+  written.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import wave
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ from frontdesk.agents.testing.audio import SAMPLE_RATE, now
 
 FRAME_SECONDS = 0.02
 FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
+ARRIVAL_SLACK = 0.3  # the longest a frame takes from the microphone to an STT stream
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,7 @@ class ClipSTT(stt.STT):
         self.final_delay = final_delay
         self.streams: set[_ClipSTTStream] = set()
         self.sent: list[tuple[float, str, str]] = []  # (harness time, interim|final, text)
+        self.sound_at: deque[float] = deque(maxlen=6000)  # arrivals of frames with sound
         self._tasks: set[asyncio.Task[None]] = set()
         mic.listeners.append(self)
 
@@ -220,23 +226,39 @@ class ClipSTT(stt.STT):
     def busy(self) -> bool:
         return bool(self._tasks)
 
+    def _sent_sound(self, start: float, end: float) -> bool:
+        """Some frame with sound reached a stream between ``start`` and ``end`` (with slack
+        for the trip through the session)."""
+        return any(start <= t <= end + ARRIVAL_SLACK for t in self.sound_at)
+
     async def _transcribe(self, p: Played) -> None:
         words = p.clip.transcript.split()
-        # a word is "said" once its share of the clip (by letters) has been played
-        sizes = np.cumsum([len(w) for w in words])
-        ends = [p.due_at + p.clip.duration * s / sizes[-1] for s in sizes]
-        shown = 0
+        # each word takes its share of the clip, by letters
+        edges = np.concatenate([[0], np.cumsum([len(w) for w in words])]) / sum(map(len, words))
+        spans = [
+            (p.due_at + p.clip.duration * a, p.due_at + p.clip.duration * b)
+            for a, b in zip(edges[:-1], edges[1:], strict=True)
+        ]
+        written_at = [(a + b) / 2 + self.interim_delay for a, b in spans]
+        shown: list[str] = []
         t = p.due_at + self.interim_delay
         final_at = p.ends_due_at + self.final_delay
         while t < final_at:
             await _sleep_until(t)
-            visible = sum(1 for e in ends if e + self.interim_delay <= now())
-            if visible > shown:
+            visible = [
+                w
+                for w, (a, b), at in zip(words, spans, written_at, strict=True)
+                if at <= now() and self._sent_sound(a, b)
+            ]
+            if len(visible) > len(shown):
                 shown = visible
-                self._send(stt.SpeechEventType.INTERIM_TRANSCRIPT, " ".join(words[:shown]))
+                self._send(stt.SpeechEventType.INTERIM_TRANSCRIPT, " ".join(shown))
             t += self.interim_interval
         await _sleep_until(final_at)
-        self._send(stt.SpeechEventType.FINAL_TRANSCRIPT, p.clip.transcript)
+        heard = [w for w, (a, b) in zip(words, spans, strict=True) if self._sent_sound(a, b)]
+        if heard:
+            text = p.clip.transcript if len(heard) == len(words) else " ".join(heard)
+            self._send(stt.SpeechEventType.FINAL_TRANSCRIPT, text)
 
     def _send(self, kind: stt.SpeechEventType, text: str) -> None:
         final = kind == stt.SpeechEventType.FINAL_TRANSCRIPT
@@ -271,8 +293,12 @@ class _ClipSTTStream(stt.RecognizeStream):
         owner: ClipSTT = self._stt  # type: ignore[assignment]
         owner.streams.add(self)
         try:
-            async for _ in self._input_ch:
-                pass  # the audio is what the clips already say
+            async for frame in self._input_ch:
+                # The words are the clips'; what matters is whether their audio arrived.
+                if isinstance(frame, rtc.AudioFrame) and np.any(
+                    np.frombuffer(frame.data, dtype=np.int16)
+                ):
+                    owner.sound_at.append(now())
         finally:
             owner.streams.discard(self)
 

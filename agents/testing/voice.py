@@ -287,6 +287,7 @@ def voice_session(
     min_endpointing_delay: float = 0.2,
     max_endpointing_delay: float = 1.0,
     false_interruption_timeout: float = 0.6,
+    discard_audio_if_uninterruptible: bool = False,
     can_pause: bool = True,
     **session_kwargs: Any,
 ) -> VoicePipeline:
@@ -319,6 +320,8 @@ def voice_session(
             "min_words": min_interruption_words,
             "false_interruption_timeout": false_interruption_timeout,
             "resume_false_interruption": True,
+            # as production's sessions (frontdesk.agents.provider_build.VOICE_TURN_HANDLING)
+            "discard_audio_if_uninterruptible": discard_audio_if_uninterruptible,
         },
     }
     session: AgentSession = AgentSession(
