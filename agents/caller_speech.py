@@ -54,7 +54,8 @@ class CallerSpeech:
         self.ended_at: float | None = None  # monotonic: the VAD's last end of speech
         self.speech_duration = 0.0  # of the current speech, by the VAD, hangover excluded
         self.heard_vad = False  # VAD events arrive (see HeardVAD)
-        self.word_events = 0  # transcripts so far that carried words (not backchannels)
+        self.spoken = 0  # utterances so far in which the caller said words (not backchannels)
+        self._counted = False  # the current utterance is counted in ``spoken``
         self.real = False  # the caller's current words are a barge-in
         self._finals: list[str] = []  # final transcripts since the last committed turn
         self._interim = ""
@@ -167,6 +168,7 @@ class CallerSpeech:
             self.speaking = True
             self.speech_duration = 0.0
             self._pending_until = None
+            self._counted = False
         elif ev.old_state == "speaking":
             self.speaking = False
             self.ended_at = _clock()
@@ -189,7 +191,9 @@ class CallerSpeech:
         else:
             return
         if text and self.backchannels.words(text):
-            self.word_events += 1
+            if not self._counted:  # a late final belongs to the utterance it ends
+                self.spoken += 1
+                self._counted = True
             if not self.speaking:  # words after the VAD's end: a turn is on its way
                 self._pending_until = _clock() + self._max_endpointing() + TURN_GRACE
         self._check()

@@ -18,11 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from frontdesk.agents.call import Call
+
+log = logging.getLogger("frontdesk.session")
+
+# Said when the caller speaks over critical work; their words are answered after its result.
+HOLD_LINE = "One moment, I'm just finishing that."
 
 
 async def _first(handle: Any, *futures: asyncio.Future[Any]) -> None:
@@ -74,16 +80,16 @@ async def critical_turn(runtime: Call, handle: Any) -> AsyncIterator[None]:
         return
     key = object()
     gate.hold(key)
-    said_for = speech.word_events  # words from here on get a hold line
+    said_for = speech.spoken  # words from here on get a hold line
 
     def hold_line_due() -> bool:
-        return speech.word_events > said_for and not speech.speaking
+        return speech.spoken > said_for and not speech.speaking
 
     async def hold_lines() -> None:
         nonlocal said_for
         while True:
             if hold_line_due():
-                said_for = speech.word_events
+                said_for = speech.spoken
                 runtime.say_hold_line()
             await speech.changed()
 
@@ -95,8 +101,8 @@ async def critical_turn(runtime: Call, handle: Any) -> AsyncIterator[None]:
         limit = runtime.settings.hold_for_caller_seconds
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(_until_silent(speech), limit)
-        if speech.word_events > said_for:  # they spoke before the result began
-            said_for = speech.word_events
+        if speech.spoken > said_for:  # they spoke before the result began
+            said_for = speech.spoken
             runtime.say_hold_line()
     finally:
         watcher.cancel()
@@ -111,3 +117,41 @@ async def critical_turn(runtime: Call, handle: Any) -> AsyncIterator[None]:
 async def _until_silent(speech: Any) -> None:
     while speech.speaking:
         await speech.changed()
+
+
+def say_hold_line(runtime: Call) -> Any:
+    """The hold line, uninterruptible and from its cached clip when there is one; the caller's
+    words wait in the gate while it plays. Returns its SpeechHandle (None if it cannot be said)."""
+    runtime.emit({"type": "hold", "tasks": list(runtime.critical_turns)})
+    try:
+        clip = runtime.acks.cached(HOLD_LINE) if runtime.acks is not None else None
+        options: dict[str, Any] = {"allow_interruptions": False}
+        if clip is not None:
+            options["audio"] = runtime.acks.frames(clip)
+        return runtime.protect(runtime.session.say(HOLD_LINE, **options))
+    except Exception:
+        log.warning("saying the hold line failed", exc_info=True)
+        return None
+
+
+async def before_answer(runtime: Call) -> None:
+    """A caller turn was committed and is about to be answered (``on_user_turn_completed``). If
+    critical work is running or its result is still to be spoken, they hear the hold line, and
+    the answer waits until that result has been spoken in full. On voice the gate keeps their
+    words back until then, so this is for text and for words that reached LiveKit earlier."""
+    turns = [h for h in runtime.critical_turns.values() if h is not None]
+    running = [
+        work
+        for spec, work in runtime.inflight.values()
+        if spec.pattern == "critical" and not work.done()
+    ]
+    if not turns and not running:
+        return
+    say_hold_line(runtime)
+    if running:
+        await asyncio.wait(running)
+    for handle in turns:
+        try:
+            await handle.wait_for_playout()
+        except Exception:
+            log.warning("waiting for the result to be spoken failed", exc_info=True)

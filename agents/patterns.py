@@ -215,7 +215,7 @@ async def run_tool(
         if handle is not None:
             runtime.critical_turns[row.id] = handle
         try:
-            with _in_turn(runtime):
+            with _in_turn(runtime, handle):
                 async with critical_turn(runtime, handle):
                     async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
                         await asyncio.wait([work])
@@ -228,7 +228,7 @@ async def run_tool(
         await asyncio.wait([work])
         return await finish(runtime, spec, row.id, work)
     handle = run_ctx.speech_handle
-    with _in_turn(runtime):
+    with _in_turn(runtime, handle):
         async with runtime.progress.working(), _ack(spec, runtime, run_ctx):
             barged = await until_done_or_barge_in(runtime, work, handle)
     if barged or (handle.interrupted and not work.done()):
@@ -251,16 +251,25 @@ async def run_tool(
 
 
 @contextlib.contextmanager
-def _in_turn(runtime: Call) -> Iterator[None]:
-    """In-turn work is running: a backchannel alone is not passed on as a turn."""
+def _in_turn(runtime: Call, handle: Any) -> Iterator[None]:
+    """In-turn work is running, and then its result is spoken (until ``handle``, the tool's
+    turn, is done): a backchannel alone is not passed on as a turn, which would interrupt it."""
     gate = runtime.transcripts
-    if gate is not None:
-        gate.busy += 1
+    if gate is None:
+        yield
+        return
+    gate.busy += 1
+
+    def done(_: Any = None) -> None:
+        gate.busy -= 1
+
     try:
         yield
     finally:
-        if gate is not None:
-            gate.busy -= 1
+        if handle is not None:
+            handle.add_done_callback(done)
+        else:
+            done()
 
 
 @contextlib.asynccontextmanager

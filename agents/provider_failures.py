@@ -115,14 +115,15 @@ class FailureGuard:
         on_end: Callable[[str], Awaitable[None]] | None = None,
         emit: Callable[[dict[str, Any]], None] | None = None,
         protect: Callable[[Any], Any] | None = None,
-        turn_pending: Callable[[], bool] | None = None,
+        pending_turn: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self.session = session
         # The apology and goodbye are uninterruptible: ``protect`` keeps the caller's words
-        # from LiveKit while they play, and they wait (a little) for the caller's turn still
-        # to be committed, because LiveKit drops a turn committed during such speech.
+        # from LiveKit while they play, and they first wait (at most the given seconds) for a
+        # turn of the caller's still to be committed, because LiveKit drops a turn committed
+        # during such speech.
         self.protect = protect or (lambda handle: handle)
-        self.turn_pending = turn_pending or (lambda: False)
+        self.pending_turn = pending_turn
         self.describe = describe
         self.acks = acks
         self.max_failures = max_failures
@@ -209,10 +210,9 @@ class FailureGuard:
 
         return any(part is p or part is getattr(p, "_stt", None) for p in inner(source))
 
-    async def _after_pending_turn(self, limit: float = PENDING_TURN_WAIT) -> None:
-        deadline = asyncio.get_running_loop().time() + limit
-        while self.turn_pending() and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.02)
+    async def _after_pending_turn(self) -> None:
+        if self.pending_turn is not None:
+            await self.pending_turn(PENDING_TURN_WAIT)
 
     def _say(self, text: str, **options: Any) -> Any:
         clip = self.acks.cached(text) if self.acks is not None else None

@@ -23,6 +23,7 @@ from frontdesk.agents.department import DepartmentAgent
 from frontdesk.agents.followups import FollowupWatcher, followup_instructions
 from frontdesk.agents.handoff import carried_context, extract_facts
 from frontdesk.agents.heard_vad import HeardVAD
+from frontdesk.agents.held_results import HOLD_LINE, before_answer, say_hold_line
 from frontdesk.agents.progress import Progress
 from frontdesk.agents.transcript_gate import TranscriptGate
 from frontdesk.agents.triage import TRIAGE, triage_department
@@ -34,8 +35,7 @@ from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.session")
 
-# Said when the caller speaks over critical work; their words are answered after its result.
-HOLD_LINE = "One moment, I'm just finishing that."
+__all__ = ["HOLD_LINE", "CallRuntime", "start_call"]
 
 
 @contextlib.contextmanager
@@ -123,6 +123,7 @@ class CallRuntime:
 
     def entered(self, agent: DepartmentAgent) -> None:
         self.current = agent.spec.name
+        self.emit({"type": "entered", "agent": self.current})  # the desk is live (on_enter)
         # A department just became active: it may have follow-ups to speak.
         if self.watcher is not None:
             self.watcher.poke()
@@ -182,8 +183,19 @@ class CallRuntime:
             on_end=self._end_after_failures,
             emit=self.emit,
             protect=self.protect,
-            turn_pending=lambda: self.caller_speech is not None and self.caller_speech.pending,
+            pending_turn=self._pending_turn,
         )
+
+    async def _pending_turn(self, limit: float) -> None:
+        """Until the caller is quiet: not speaking (the VAD's hangover included) and no turn of
+        theirs waiting to be committed (at most ``limit`` seconds)."""
+        speech = self.caller_speech
+        deadline = asyncio.get_running_loop().time() + limit
+        while speech is not None and not speech.quiet:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            await speech.changed(remaining)
 
     async def _end_after_failures(self, reason: str) -> None:
         """Repeated provider failures end the call: rows in flight are closed with the reason."""
@@ -304,35 +316,11 @@ class CallRuntime:
 
     def say_hold_line(self) -> Any:
         """Tell a caller who spoke over critical work that it is still finishing."""
-        self.emit({"type": "hold", "tasks": list(self.critical_turns)})
-        with _best_effort("saying the hold line"):
-            clip = self.acks.cached(HOLD_LINE) if self.acks is not None else None
-            audio = self.acks.frames(clip) if clip is not None else None
-            options: dict[str, Any] = {"allow_interruptions": False}
-            if audio is not None:
-                options["audio"] = audio
-            return self.protect(self.session.say(HOLD_LINE, **options))
-        return None
+        return say_hold_line(self)
 
     async def before_answer(self) -> None:
-        """The caller's turn is about to be answered. If critical work is running, they hear
-        a short hold line, and their words are answered after the work's result has been
-        spoken in full (DESIGN.md, "The four patterns"; docs/patterns.md)."""
-        # critical tools that have not returned yet (their result is still to be spoken)
-        turns = [h for h in self.critical_turns.values() if h is not None]
-        running = [
-            work
-            for spec, work in self.inflight.values()
-            if spec.pattern == "critical" and not work.done()
-        ]
-        if not turns and not running:
-            return
-        self.say_hold_line()
-        if running:
-            await asyncio.wait(running)
-        for handle in turns:
-            with _best_effort("waiting for the result to be spoken"):
-                await handle.wait_for_playout()
+        """The caller's turn is about to be answered: after any critical result still due."""
+        await before_answer(self)
 
     async def deliver(self, task: Task) -> bool:
         """Speak one finished task; mark it delivered only if the speech was not interrupted."""

@@ -84,6 +84,7 @@ def markdown(results: dict[str, Any]) -> str:
         "startup": "§8",
         "search": "§9",
         "voice": "§10",
+        "speech": "§10 real audio",
         "web": "§11",
     }
     for key, label in names.items():
@@ -107,6 +108,7 @@ def markdown(results: dict[str, Any]) -> str:
     out += _startup(s.get("startup") or {})
     out += _search(s.get("search") or {})
     out += _voice(s.get("voice") or {})
+    out += _speech(s.get("speech") or {})
     out += _web(s.get("web") or {})
     for key, sec in s.items():
         if isinstance(sec, dict) and "error" in sec:
@@ -254,6 +256,45 @@ def _voice(v: dict[str, Any]) -> list[str]:
         "",
         f"Follow-ups delivered while the caller talked: {v['deliveries']}; syntheses per "
         f"delivery {v['syntheses_per_delivery']}; offers {v['followup_offers']}.",
+    ]
+
+
+def _speech(v: dict[str, Any]) -> list[str]:
+    if "barge_in_from_onset_ms_loaded" not in v:
+        return []
+
+    def row(name: str, d: dict[str, Any]) -> str:
+        return (
+            f"| {name} | {_f(d.get('median'))} | {_f(d.get('p95'))} | {_f(d.get('max'))} | "
+            f"{d.get('n', 0)} |"
+        )
+
+    sounds = v["sound_trials"] + v["backchannel_trials"]
+    held = [t for t in sounds if t["held"]]
+    critical = v["critical_trials"]
+    return [
+        "",
+        "## §10 Voice on real audio (Silero on espeak-ng/sox clips in real time, timed STT)",
+        "",
+        f"Minimum interruption duration {_f(v['min_interruption_ms'], 0)} ms. Barge-in is timed "
+        "from the clip's first sample to the `cancelled` row's commit; the loaded trials ran with "
+        "two `yes` processes beside them, interleaved with the baseline trials.",
+        "",
+        "| barge-in from acoustic onset | median ms | p95 ms | max ms | n |",
+        "|---|---|---|---|---|",
+        row("two CPU hogs beside the run", v["barge_in_from_onset_ms_loaded"]),
+        row("baseline (the machine as it was)", v["barge_in_from_onset_ms_baseline"]),
+        "",
+        f"Not cancelled at all: {v['barge_in_missed']}. Under load: "
+        f"{len(v['sound_trials'])} sounds without words and {len(v['backchannel_trials'])} "
+        f"backchannels over a lookup: **{v['false_cancels']} false cancels**, {v['dead_air']} "
+        f"results not heard, {v['turns_from_sounds']} turns started; {len(held)} results were "
+        "held (the lookup ended while the VAD still heard the sound). "
+        f"{len(critical)} words clips over critical work or its result: "
+        f"**{v['dropped_turns']} dropped turns** ('skipping reply' logged "
+        f"{v['skipping_reply_logged']} times), hold line for "
+        f"{v['hold_lines_for_words_during_work']} of "
+        f"{sum(t['during'] == 'work' for t in critical)} spoken during the work.",
     ]
 
 

@@ -35,9 +35,11 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "startup": ("startup", "§8 Plugin discovery with 50 plugins"),
     "search": ("search_queries", "§9 Knowledge-base search with hostile queries"),
     "voice": ("voice", "§10 Voice pipeline: barge-in, acks, follow-ups"),
+    "speech": ("voice_audio", "§10 Voice on real audio: barge-in from onset, false cancels"),
     "web": ("web", "§11 Web console: GET /api/tasks at 1M rows, 50 SSE clients"),
 }
 SECTION_TIMEOUT = 300  # seconds; a hung section is reported, and the rest still run
+LONGER = {"speech": 600}  # real-time audio trials: their length is the audio's
 
 
 def run_section(name: str, quick: bool) -> dict[str, Any]:
@@ -49,12 +51,13 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         cmd.append("--quick")
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, timeout=SECTION_TIMEOUT, capture_output=True, text=True)
+        timeout = LONGER.get(name, SECTION_TIMEOUT)
+        proc = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
         if proc.returncode != 0:
             return {"error": f"exit {proc.returncode}", "stderr": proc.stderr[-4000:]}
         return json.loads(out.read_text())
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {SECTION_TIMEOUT}s"}
+        return {"error": f"timed out after {LONGER.get(name, SECTION_TIMEOUT)}s"}
     finally:
         out.unlink(missing_ok=True)
         print(f"  {name}: {time.perf_counter() - start:.1f}s", file=sys.stderr)

@@ -49,7 +49,7 @@ async def audio_call(env, vad, **options):
         call.watch_store(env.runner_store)
         call.llm.script("desk please", [{"tools": [{"transfer_to_desk": {}}]}, {"say": "Desk."}])
         call.session.generate_reply(user_input="desk please")
-        await call.until(lambda: call.runtime.current == "desk")
+        await call.until(lambda: any(e["agent"] == "desk" for e in call.of("entered")), 30)
         await call.idle()
         yield call
 

@@ -4,14 +4,19 @@ repeated failures a goodbye, once, played out before the call ends."""
 
 from __future__ import annotations
 
+import pytest
 from livekit.agents import APIConnectionError, APIConnectOptions, llm
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 from livekit.agents.voice.agent_session import SessionConnectOptions
+from voicekit import no_dropped_turns
 
 from frontdesk.agents.programs.simulate import Environment
 from frontdesk.agents.provider_failures import APOLOGY, GOODBYE, PHRASES
 from frontdesk.agents.testing.caller import CallerScript, VoiceCall
 from frontdesk.core import host
+
+pytestmark = pytest.mark.usefixtures("no_dropped_turns")
+__all__ = ["no_dropped_turns"]  # a fixture, used by name
 
 
 def times_heard(output, text: str) -> int:
@@ -71,7 +76,8 @@ async def test_every_llm_down_the_caller_hears_the_cached_apology_then_a_goodbye
                 await call.until(lambda n=n: times_heard(output, APOLOGY) >= n, 15)
                 await call.until(lambda: not output.playing.is_set(), 15)
             await call.play(CallerScript().say("hello hello", 0.4))  # the third failure ends it
-            await call.until(lambda: call.runtime._closed, timeout=20)  # shut down by the guard
+            # shut down by the guard: session_end comes after the call's end is recorded
+            await call.until(lambda: call.of("session_end"), timeout=20)
             apologies = times_heard(output, APOLOGY)
             [goodbye] = [h for h in output.heard() if h.text == GOODBYE]
             failures = [e for e in call.events if e["type"] == "provider_failed"]

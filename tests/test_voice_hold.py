@@ -128,3 +128,33 @@ async def test_words_over_the_critical_result_are_answered_right_after_it(env):
         assert result.started_at < talk.at and talk.ends_at < result.ended_at  # over the result
         assert result.complete and result.ended_at <= answer.started_at and answer.complete
         assert "can I add a cot" in user_turns(call)
+
+
+async def test_the_profiles_backchannels_replace_the_built_in_ones(voice_settings):
+    import kit
+
+    from frontdesk.agents.programs.simulate import Environment
+    from frontdesk.core import host
+    from frontdesk.core.profile import Profile, Voice
+
+    profile = Profile(voice=Voice(backchannels=["genau", "ja"]))
+    registry = host.load(
+        voice_settings, extra=[("kit", kit), ("voicekit", voicekit)], profile=profile
+    )
+    environment = await Environment.open(voice_settings, registry)
+    try:
+        async with desk_call(environment) as call:
+            await ask(call, "probe it", "probe", {"seconds": 1.5}, then="The probe is done.")
+            await call.play(CallerScript().say("genau", 0.35, at=0.2))
+            await call.idle()
+            call.llm.script("mm-hm", [{"say": "Yes?"}])
+            await ask(call, "probe again", "probe", {"seconds": 3.0})
+            await call.play(CallerScript().say("mm-hm", 0.4, at=0.2))  # a word here
+            await call.idle()
+        first, second = sorted(
+            await environment.store.list(caller="vic", tool="probe"), key=lambda t: t.id
+        )
+        assert first.status == "succeeded" and second.status == "cancelled"
+        assert heard(call, "The probe is done.") and heard(call, "Yes?")
+    finally:
+        await environment.close()

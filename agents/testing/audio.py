@@ -224,10 +224,18 @@ class FakeAudioOutput(AudioOutput):
                 duration = synth.duration if synth else 0.0
                 entry = self._heard[sid] = Heard(sid, text, duration, 0.0, None, None)
             if heard > 0:
+                if seg.paused_total == 0 and seg.started_at is not None:
+                    # playout ran without a pause: times follow from its start, however late
+                    # the loop noticed the end
+                    start = seg.started_at + offset
+                    end = start + heard
+                else:
+                    start = end_at - (played - offset)
+                    end = end_at - max(0.0, played - offset - length)
                 if entry.started_at is None:
-                    entry.started_at = end_at - (played - offset)
+                    entry.started_at = start
                 entry.played += heard
-                entry.ended_at = end_at - max(0.0, played - offset - length)
+                entry.ended_at = end
             if entry.duration == 0.0:
                 entry.duration = entry.played  # audio from no recorded synthesis
         self._segment = _Segment()

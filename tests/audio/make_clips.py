@@ -1,7 +1,11 @@
 """Make the caller clips the real-audio voice tests and bench §10 play (issue 19).
 
     python tests/audio/make_clips.py            # rewrite every clip and manifest.json here
-    python tests/audio/make_clips.py --check    # make them in a scratch dir; exit 1 if any differ
+    python tests/audio/make_clips.py --check    # make them in a scratch dir and compare (CI)
+
+``--check`` fails (exit 1) when a clip is missing or its length is off by more than 20% from the
+committed one; byte-for-byte equality is reported, not required, because another espeak-ng
+release says the same words slightly differently.
 
 Speech comes from espeak-ng (fixed voices and rates), everything else from sox's synth
 (repeatable mode, so the noise is the same every run); both are Debian packages that .ci/run
@@ -21,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import wave
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -122,13 +127,29 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         made = make(Path(tmp))
+        committed = json.loads((HERE / "manifest.json").read_text())
+        problems = [f"{n}: not made" for n in committed if n not in made]
+        problems += [f"{n}: not committed" for n in made if n not in committed]
+        for name in set(made) & set(committed):
+            new, old = _seconds(Path(tmp) / f"{name}.wav"), _seconds(HERE / f"{name}.wav")
+            if abs(new - old) > 0.2 * old:
+                problems.append(f"{name}: {new:.3f} s now, {old:.3f} s committed")
         names = [f"{n}.wav" for n in made] + ["manifest.json"]
-        _, differ, missing = filecmp.cmpfiles(tmp, HERE, names, shallow=False)
-    if differ or missing:
-        print(f"clips differ from the committed ones: {sorted(differ + missing)}", file=sys.stderr)
+        same, differ, missing = filecmp.cmpfiles(tmp, HERE, names, shallow=False)
+    if problems:
+        print(
+            "clips differ from the committed ones: " + "; ".join(sorted(problems)), file=sys.stderr
+        )
         return 1
-    print(f"{len(made)} clips match")
+    print(
+        f"{len(made)} clips made; {len(same)} of {len(names)} files identical to the committed ones"
+    )
     return 0
+
+
+def _seconds(path: Path) -> float:
+    with wave.open(str(path), "rb") as w:
+        return w.getnframes() / w.getframerate()
 
 
 if __name__ == "__main__":
