@@ -61,6 +61,7 @@ class CallerSpeech:
         self._interim = ""
         self._final_seen = False  # the words include a final transcript
         self._pending_until: float | None = None  # a turn may still be committed until then
+        self.held = False  # the TranscriptGate holds words of theirs back from LiveKit
         self._waiters: list[asyncio.Future[float]] = []
         self._changed = asyncio.Event()
         session.on("user_state_changed", self._on_user_state)
@@ -113,6 +114,8 @@ class CallerSpeech:
     @property
     def pending(self) -> bool:
         """A turn of theirs may still be committed."""
+        if self.held:
+            return True  # their words wait in the gate: a turn comes once they are passed on
         if self._pending_until is not None and _clock() > self._pending_until:
             self._pending_until = None
             self._finals, self._interim, self._final_seen = [], "", False
@@ -197,6 +200,12 @@ class CallerSpeech:
             if not self.speaking:  # words after the VAD's end: a turn is on its way
                 self._pending_until = _clock() + self._max_endpointing() + TURN_GRACE
         self._check()
+
+    def passed_on(self) -> None:
+        """The gate passed held words on to LiveKit: their turn is committed soon."""
+        self.held = False
+        self._pending_until = _clock() + self._max_endpointing() + TURN_GRACE
+        self._poke()
 
     def on_vad(self, ev: Any) -> None:
         """A VAD event from any of the call's streams."""

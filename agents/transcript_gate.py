@@ -79,6 +79,7 @@ class TranscriptGate:
         log.debug("passing on %d held transcript(s)", len(held))
         for ev in held:
             self._outlets[-1].put_nowait(ev)  # the newest node: the active agent's
+        self.speech.passed_on()
 
     # -- the STT node ----------------------------------------------------------------------------
 
@@ -94,6 +95,7 @@ class TranscriptGate:
         if self.holding:
             if ev.type == stt.SpeechEventType.FINAL_TRANSCRIPT and text:
                 self._held.append(ev)
+                self.speech.held = True
             return False
         return True
 

@@ -284,6 +284,14 @@ def _speech(v: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|",
         row("two CPU hogs beside the run", v["barge_in_from_onset_ms_loaded"]),
         row("baseline (the machine as it was)", v["barge_in_from_onset_ms_baseline"]),
+        row(
+            "of which: onset → the STT's first words (loaded)",
+            v["first_words_from_onset_ms_loaded"],
+        ),
+        row(
+            "of which: first words → row committed, frontdesk (loaded)",
+            v["first_words_to_cancelled_ms_loaded"],
+        ),
         "",
         f"Not cancelled at all: {v['barge_in_missed']}. Under load: "
         f"{len(v['sound_trials'])} sounds without words and {len(v['backchannel_trials'])} "

@@ -6,8 +6,10 @@ tests/voicekit.py and an embedded runner for background jobs. Clocks: the harnes
 (time.monotonic) for speech, rows (store observers) and audio frames alike.
 
 - barge-in: the caller starts speaking over an interruptible tool -> its row is committed
-  ``cancelled``; against ``runtime.interrupt()`` -> row committed. Target: p99 <= the
-  session's minimum interruption duration + 100 ms.
+  ``cancelled``; against ``runtime.interrupt()`` -> row committed. A barge-in needs words and
+  the minimum interruption duration of speech (issue 19); the fake STT writes words every
+  150 ms. Target: p99 <= the minimum interruption duration + 150 ms. The same on real audio,
+  from the acoustic onset, is bench/voice_audio.py.
 - ack: ``session.say`` of an ack (the moment the filler decides to speak) -> its first audio
   frame at the output, cached clip against synthesis by the (fake, zero-latency) TTS; a real
   provider adds its time to first byte to the uncached figure. Target: cached <= 20 ms.
@@ -159,7 +161,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "targets": {
             "barge_in_to_cancelled_row_p99_ms": {
                 "value": barge.get("p99"),
-                "target": f"<= {MIN_INTERRUPTION * 1e3 + 100:.0f}",
+                "target": f"<= {MIN_INTERRUPTION * 1e3 + 150:.0f}",
             },
             "cached_ack_to_first_frame_p99_ms": {"value": cached_ms.get("p99"), "target": "<= 20"},
             "syntheses_per_followup_delivery": {

@@ -32,7 +32,10 @@ from typing import Any
 from common import ROOT, bench_settings, scratch, sqlite_url, summary
 
 MIN_INTERRUPTION = 0.3
-LONG_RESULT = "Paid, the invoice for March is settled and a receipt is on its way to you."
+# one sentence (the TTS says a sentence as one synthesis), long enough to be spoken over
+LONG_RESULT = (
+    "Paid number {n}, the invoice for March is settled and a receipt is on its way to you."
+)
 
 
 @contextlib.contextmanager
@@ -99,11 +102,12 @@ def _heard(call: Any, text: str) -> list[Any]:
     return [h for h in call.pipeline.output.heard() if h.text == text and h.played > 0]
 
 
-async def _barge_trial(call: Any, clip: Any, n: int) -> float | None:
-    """Seconds from the clip's first sample to the cancelled row's commit."""
+async def _barge_trial(call: Any, clip: Any, n: int) -> dict[str, Any]:
+    """From the clip's first sample: the STT's first words, and the cancelled row's commit."""
     seen = await _ask(call, f"probe number {n}", "probe", {"seconds": 8.0}, "STALE.")
     call.llm.script(clip.transcript, [{"say": "Stopped."}])
     await asyncio.sleep(0.2)
+    sent = len(call.pipeline.stt.sent)
     played = call.mic.play(clip)
 
     def cancelled() -> dict[str, Any] | None:
@@ -113,7 +117,12 @@ async def _barge_trial(call: Any, clip: Any, n: int) -> float | None:
         await call.until(lambda: cancelled() is not None, 15)
     await call.idle(timeout=30)
     event = cancelled()
-    return None if event is None else event["at"] - played.due_at
+    words_at = next((t for t, _, text in call.pipeline.stt.sent[sent:] if text), None)
+    return {
+        "clip": clip.name,
+        "cancelled_ms": None if event is None else (event["at"] - played.due_at) * 1e3,
+        "first_words_ms": None if words_at is None else (words_at - played.due_at) * 1e3,
+    }
 
 
 async def _sound_trial(call: Any, clip: Any, n: int) -> dict[str, Any]:
@@ -149,11 +158,11 @@ async def _critical_trial(call: Any, clip: Any, n: int, during: str) -> dict[str
     holds = len(_heard(call, HOLD_LINE))
     if during == "work":
         result = f"Paid number {n}."
-        await _ask(call, f"pay {n}", "save", {"what": "payment", "seconds": 1.5}, result)
+        await _ask(call, f"pay {n}", "save", {"what": f"payment {n}", "seconds": 1.5}, result)
         played = call.mic.play(clip, at=now() + 0.1)
     else:
-        result = f"{LONG_RESULT} Number {n}."
-        await _ask(call, f"pay {n}", "save", {"what": "payment", "seconds": 0.2}, result)
+        result = LONG_RESULT.format(n=n)
+        await _ask(call, f"pay {n}", "save", {"what": f"payment {n}", "seconds": 0.2}, result)
         await call.until(lambda: result in call.pipeline.tts.texts(), 30)
         await call.until(lambda: call.pipeline.output.playing.is_set(), 30)
         played = call.mic.play(clip)
@@ -203,8 +212,8 @@ async def run(quick: bool) -> dict[str, Any]:
         env = await Environment.open(settings, registry)
         vad = silero_vad()
         cm, call = await _open(env, vad, clips)
-        loaded: list[float | None] = []
-        baseline: list[float | None] = []
+        loaded: list[dict[str, Any]] = []
+        baseline: list[dict[str, Any]] = []
         try:
             for i, clip in enumerate(rounds):
                 baseline.append(await _barge_trial(call, clip, 2 * i))
@@ -216,28 +225,40 @@ async def run(quick: bool) -> dict[str, Any]:
                     await _sound_trial(call, c, 100 + i) for i, c in enumerate(backchannels)
                 ]
                 critical_trials = [
-                    await _critical_trial(call, c, 200 + i, during)
+                    await _critical_trial(call, c, 200 + 2 * i + j, during)
                     for i, c in enumerate(critical)
-                    for during in ("work", "result")
+                    for j, during in enumerate(("work", "result"))
                 ]
         finally:
             logging.getLogger("livekit.agents").removeHandler(dropped)
             with contextlib.suppress(Exception):
                 await cm.__aexit__(None, None, None)
             await env.close()
-    barge_loaded = summary([x for x in loaded if x is not None], 1e3)
+
+    def ms(trials: list[dict[str, Any]], key: str) -> list[float]:
+        return [t[key] for t in trials if t[key] is not None]
+
+    barge_loaded = summary(ms(loaded, "cancelled_ms"))
     false_cancels = sum(t["cancelled"] for t in sound_trials + back_trials)
     dead_air = sum(not t["result_heard"] for t in sound_trials + back_trials)
     turns = sum(t["turns"] for t in back_trials + sound_trials)
     dropped_turns = sum(not t["answered_after_result"] for t in critical_trials) + dropped.count
+    ours = [
+        t["cancelled_ms"] - t["first_words_ms"]
+        for t in loaded
+        if t["cancelled_ms"] is not None and t["first_words_ms"] is not None
+    ]
     return {
         "min_interruption_ms": MIN_INTERRUPTION * 1e3,
         "barge_in_from_onset_ms_loaded": barge_loaded,
-        "barge_in_from_onset_ms_baseline": summary([x for x in baseline if x is not None], 1e3),
+        "barge_in_from_onset_ms_baseline": summary(ms(baseline, "cancelled_ms")),
+        "first_words_from_onset_ms_loaded": summary(ms(loaded, "first_words_ms")),
+        "first_words_to_cancelled_ms_loaded": summary(ours),
         "barge_in_missed": {
-            "loaded": loaded.count(None),
-            "baseline": baseline.count(None),
+            "loaded": sum(t["cancelled_ms"] is None for t in loaded),
+            "baseline": sum(t["cancelled_ms"] is None for t in baseline),
         },
+        "barge_trials": {"loaded": loaded, "baseline": baseline},
         "sound_trials": sound_trials,
         "backchannel_trials": back_trials,
         "critical_trials": critical_trials,
