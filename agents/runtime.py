@@ -123,7 +123,8 @@ class CallRuntime:
 
     def entered(self, agent: DepartmentAgent) -> None:
         self.current = agent.spec.name
-        self.emit({"type": "entered", "agent": self.current})  # the desk is live (on_enter)
+        if agent.arrived_from is not None:  # a handoff is complete: the new desk is live
+            self.emit({"type": "entered", "agent": self.current, "from": agent.arrived_from})
         # A department just became active: it may have follow-ups to speak.
         if self.watcher is not None:
             self.watcher.poke()

@@ -231,15 +231,20 @@ def _delivery(d: dict[str, Any]) -> list[str]:
     ]
 
 
+def _row(name: str, d: dict[str, Any], spread: str = "p99") -> str:
+    """A table row: median, ``spread`` (p95 or p99), max and count."""
+    return (
+        f"| {name} | {_f(d.get('median'))} | {_f(d.get(spread))} | {_f(d.get('max'))} | "
+        f"{d.get('n', 0)} |"
+    )
+
+
 def _voice(v: dict[str, Any]) -> list[str]:
     if "barge_in_ms" not in v:
         return []
 
     def row(name: str, d: dict[str, Any]) -> str:
-        return (
-            f"| {name} | {_f(d.get('median'))} | {_f(d.get('p99'))} | {_f(d.get('max'))} | "
-            f"{d.get('n', 0)} |"
-        )
+        return _row(name, d)
 
     return [
         "",
@@ -264,10 +269,7 @@ def _speech(v: dict[str, Any]) -> list[str]:
         return []
 
     def row(name: str, d: dict[str, Any]) -> str:
-        return (
-            f"| {name} | {_f(d.get('median'))} | {_f(d.get('p95'))} | {_f(d.get('max'))} | "
-            f"{d.get('n', 0)} |"
-        )
+        return _row(name, d, "p95")
 
     sounds = v["sound_trials"] + v["backchannel_trials"]
     held = [t for t in sounds if t["held"]]

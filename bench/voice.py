@@ -112,26 +112,30 @@ async def _followup_trial(call: Any, n: int) -> tuple[int, int]:
     return len(fresh), len(call.of("followup"))
 
 
-async def run(quick: bool) -> dict[str, Any]:
+async def voice_environment(dir_: Any, **overrides: Any) -> Any:
+    """Store, plugins (tests/voicekit.py's desk) and an embedded runner in ``dir_``."""
     import voicekit
 
     from frontdesk.agents.programs.simulate import Environment
     from frontdesk.core import host
 
+    values: dict[str, Any] = dict(
+        thinking_after_seconds=0.4,
+        followup_poll_seconds=0.05,
+        runner_poll_seconds=0.05,
+        cache_path=dir_ / "cache",
+    )
+    settings = bench_settings(sqlite_url(dir_ / "voice.db"), **{**values, **overrides})
+    registry = host.load(settings, extra=[("voicekit", voicekit)])
+    return await Environment.open(settings, registry)
+
+
+async def run(quick: bool) -> dict[str, Any]:
     barges = 6 if quick else 20
     acks = 10 if quick else 30
     followups = 3 if quick else 8
     with scratch("voice-") as dir_:
-        settings = bench_settings(
-            sqlite_url(dir_ / "voice.db"),
-            ack_after_seconds=5.0,
-            thinking_after_seconds=0.4,
-            followup_poll_seconds=0.05,
-            runner_poll_seconds=0.05,
-            cache_path=dir_ / "cache",
-        )
-        registry = host.load(settings, extra=[("voicekit", voicekit)])
-        env = await Environment.open(settings, registry)
+        env = await voice_environment(dir_, ack_after_seconds=5.0)
         cm, call = await _desk(env)
         try:
             speech = [await _barge_trial(call, i, True) for i in range(barges)]

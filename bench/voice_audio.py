@@ -29,7 +29,8 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
-from common import ROOT, bench_settings, scratch, sqlite_url, summary
+from common import ROOT, scratch, summary
+from voice import voice_environment
 
 MIN_INTERRUPTION = 0.3
 # one sentence (the TTS says a sentence as one synthesis), long enough to be spoken over
@@ -185,11 +186,7 @@ async def _critical_trial(call: Any, clip: Any, n: int, during: str) -> dict[str
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    import voicekit
-
-    from frontdesk.agents.programs.simulate import Environment
     from frontdesk.agents.testing.mic import load_clips, silero_vad
-    from frontdesk.core import host
 
     clips = load_clips(ROOT / "tests" / "audio")
     words = [c for c in clips.values() if c.kind == "words"]
@@ -200,16 +197,7 @@ async def run(quick: bool) -> dict[str, Any]:
     dropped = _Dropped()
     logging.getLogger("livekit.agents").addHandler(dropped)
     with scratch("voice-audio-") as dir_:
-        settings = bench_settings(
-            sqlite_url(dir_ / "voice.db"),
-            ack_after_seconds=0.3,
-            thinking_after_seconds=0.4,
-            followup_poll_seconds=0.05,
-            runner_poll_seconds=0.05,
-            cache_path=dir_ / "cache",
-        )
-        registry = host.load(settings, extra=[("voicekit", voicekit)])
-        env = await Environment.open(settings, registry)
+        env = await voice_environment(dir_, ack_after_seconds=0.3)
         vad = silero_vad()
         cm, call = await _open(env, vad, clips)
         loaded: list[dict[str, Any]] = []

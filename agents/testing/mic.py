@@ -182,7 +182,53 @@ class Microphone(AudioInput):
         return np.clip(out, -32768, 32767).astype(np.int16)
 
 
-class ClipSTT(stt.STT):
+class BroadcastSTT(stt.STT):
+    """A streaming STT whose transcripts come from the test, not the audio: ``send`` gives
+    one to every open stream (a handoff opens new ones). Streams show it each audio frame
+    (``on_frame``)."""
+
+    def __init__(self) -> None:
+        super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True))
+        self.streams: set[_BroadcastStream] = set()
+        self.streams_opened = 0
+
+    def send(self, kind: stt.SpeechEventType, text: str) -> None:
+        event = stt.SpeechEvent(type=kind, alternatives=[stt.SpeechData(text=text, language="en")])
+        for stream in list(self.streams):
+            with contextlib.suppress(Exception):  # a stream closing meanwhile
+                stream.send(event)
+
+    def on_frame(self, frame: rtc.AudioFrame) -> None:
+        """An audio frame reached a stream."""
+
+    async def _recognize_impl(self, buffer: Any, *, language: Any, conn_options: Any) -> Any:
+        return stt.SpeechEvent(
+            type=stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[stt.SpeechData("", "en")]
+        )
+
+    def stream(
+        self, *, language: Any = None, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> stt.RecognizeStream:
+        self.streams_opened += 1
+        return _BroadcastStream(stt=self, conn_options=conn_options)
+
+
+class _BroadcastStream(stt.RecognizeStream):
+    def send(self, event: stt.SpeechEvent) -> None:
+        self._event_ch.send_nowait(event)
+
+    async def _run(self) -> None:
+        owner: BroadcastSTT = self._stt  # type: ignore[assignment]
+        owner.streams.add(self)
+        try:
+            async for frame in self._input_ch:
+                if isinstance(frame, rtc.AudioFrame):
+                    owner.on_frame(frame)
+        finally:
+            owner.streams.discard(self)
+
+
+class ClipSTT(BroadcastSTT):
     """A streaming STT that knows what each clip says (its ``transcript``) and sends it as a
     streaming provider does, timed from the microphone."""
 
@@ -194,12 +240,11 @@ class ClipSTT(stt.STT):
         interim_interval: float = 0.1,
         final_delay: float = 0.2,
     ) -> None:
-        super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True))
+        super().__init__()
         self.mic = mic
         self.interim_delay = interim_delay
         self.interim_interval = interim_interval
         self.final_delay = final_delay
-        self.streams: set[_ClipSTTStream] = set()
         self.sent: list[tuple[float, str, str]] = []  # (harness time, interim|final, text)
         self.sound_at: deque[float] = deque(maxlen=6000)  # arrivals of frames with sound
         self._tasks: set[asyncio.Task[None]] = set()
@@ -263,44 +308,18 @@ class ClipSTT(stt.STT):
     def _send(self, kind: stt.SpeechEventType, text: str) -> None:
         final = kind == stt.SpeechEventType.FINAL_TRANSCRIPT
         self.sent.append((now(), "final" if final else "interim", text))
-        event = stt.SpeechEvent(type=kind, alternatives=[stt.SpeechData(text=text, language="en")])
-        for stream in list(self.streams):
-            with contextlib.suppress(Exception):  # a stream closing meanwhile
-                stream.send(event)
+        self.send(kind, text)
+
+    def on_frame(self, frame: rtc.AudioFrame) -> None:
+        # The words are the clips'; what matters is whether their audio arrived.
+        if np.any(np.frombuffer(frame.data, dtype=np.int16)):
+            self.sound_at.append(now())
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await super().aclose()
-
-    async def _recognize_impl(self, buffer: Any, *, language: Any, conn_options: Any) -> Any:
-        return stt.SpeechEvent(
-            type=stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[stt.SpeechData("", "en")]
-        )
-
-    def stream(
-        self, *, language: Any = None, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
-    ) -> stt.RecognizeStream:
-        return _ClipSTTStream(stt=self, conn_options=conn_options)
-
-
-class _ClipSTTStream(stt.RecognizeStream):
-    def send(self, event: stt.SpeechEvent) -> None:
-        self._event_ch.send_nowait(event)
-
-    async def _run(self) -> None:
-        owner: ClipSTT = self._stt  # type: ignore[assignment]
-        owner.streams.add(self)
-        try:
-            async for frame in self._input_ch:
-                # The words are the clips'; what matters is whether their audio arrived.
-                if isinstance(frame, rtc.AudioFrame) and np.any(
-                    np.frombuffer(frame.data, dtype=np.int16)
-                ):
-                    owner.sound_at.append(now())
-        finally:
-            owner.streams.discard(self)
 
 
 async def _sleep_until(t: float) -> None:
@@ -315,4 +334,4 @@ def silero_vad() -> Any:
     return build_vad()
 
 
-__all__ = ["Clip", "ClipSTT", "Microphone", "Played", "load_clips", "silero_vad"]
+__all__ = ["BroadcastSTT", "Clip", "ClipSTT", "Microphone", "Played", "load_clips", "silero_vad"]

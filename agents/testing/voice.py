@@ -28,7 +28,6 @@ from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, llm, stt, utils, vad
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 from livekit.agents.voice.io import AudioInput
 
 from frontdesk.agents.testing.audio import (
@@ -38,7 +37,7 @@ from frontdesk.agents.testing.audio import (
     FakeTTS,
     now,
 )
-from frontdesk.agents.testing.mic import ClipSTT, Microphone, silero_vad
+from frontdesk.agents.testing.mic import BroadcastSTT, ClipSTT, Microphone, silero_vad
 
 
 @dataclass
@@ -80,7 +79,7 @@ class CallerVoice:
         self.interim_interval = interim_interval
         self.utterances: list[Utterance] = []
         self.vad_streams: set[_VADStream] = set()
-        self.stt_streams: set[_STTStream] = set()
+        self.stts: list[FakeSTT] = []
         self.speaking: Utterance | None = None  # as the VAD reports it
         self._tasks: set[asyncio.Task[None]] = set()
         self._last: asyncio.Task[None] | None = None
@@ -175,9 +174,8 @@ class CallerVoice:
     def _stt(self, kind: stt.SpeechEventType, text: str) -> None:
         if not text:
             return  # a cough or a click: the VAD hears it, the STT has no words for it
-        event = stt.SpeechEvent(type=kind, alternatives=[stt.SpeechData(text=text, language="en")])
-        for stream in list(self.stt_streams):
-            stream.send(event)
+        for fake in self.stts:
+            fake.send(kind, text)
 
 
 class FakeVAD(vad.VAD):
@@ -211,37 +209,13 @@ class _VADStream(vad.VADStream):
             self._voice.vad_streams.discard(self)
 
 
-class FakeSTT(stt.STT):
+class FakeSTT(BroadcastSTT):
+    """The STT the timed voice speaks through (``CallerVoice`` sends it the words)."""
+
     def __init__(self, voice: CallerVoice) -> None:
-        super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True))
+        super().__init__()
         self.voice = voice
-        self.streams_opened = 0
-
-    async def _recognize_impl(self, buffer: Any, *, language: Any, conn_options: Any) -> Any:
-        return stt.SpeechEvent(
-            type=stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[stt.SpeechData("", "en")]
-        )
-
-    def stream(
-        self, *, language: Any = None, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
-    ) -> stt.RecognizeStream:
-        self.streams_opened += 1
-        return _STTStream(stt=self, conn_options=conn_options)
-
-
-class _STTStream(stt.RecognizeStream):
-    def send(self, event: stt.SpeechEvent) -> None:
-        with contextlib.suppress(Exception):
-            self._event_ch.send_nowait(event)
-
-    async def _run(self) -> None:
-        voice = self._stt.voice  # type: ignore[attr-defined]
-        voice.stt_streams.add(self)
-        try:
-            async for _ in self._input_ch:
-                pass
-        finally:
-            voice.stt_streams.discard(self)
+        voice.stts.append(self)
 
 
 class SilentAudioInput(AudioInput):
