@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import traceback
 from typing import Any
 
@@ -35,17 +36,25 @@ class _Timeout(Exception):
 
 def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
     """(error to store, sentence for the caller). Unexpected errors keep details in the log
-    only: their text may hold internals the caller must not hear."""
+    only: their text may hold internals the caller must not hear. The stored error and the log
+    line share a reference ("internal error: OSError (ref 1a2b3c4d)"), so an operator who sees
+    the row can find the traceback."""
     if isinstance(exc, ToolError):
         return stored_error(str(exc)), stored_error(str(exc))
     if isinstance(exc, _Timeout):
         return TIMEOUT, f"Sorry, {spec.name.replace('_', ' ')} took too long, so I stopped it."
+    ref = secrets.token_hex(4)
     # The traceback says where it broke; the message is masked, as it may quote a card number.
     where = "".join(traceback.format_tb(exc.__traceback__))
     log.error(
-        "tool %s failed: %s: %s\n%s", spec.name, type(exc).__name__, stored_error(str(exc)), where
+        "tool %s failed (ref %s): %s: %s\n%s",
+        spec.name,
+        ref,
+        type(exc).__name__,
+        stored_error(str(exc)),
+        where,
     )
-    return f"internal error: {type(exc).__name__}", SORRY
+    return f"internal error: {type(exc).__name__} (ref {ref})", SORRY
 
 
 def stable_key(row_key: str) -> str:

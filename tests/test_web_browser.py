@@ -23,6 +23,7 @@ from test_rpc import StandInParticipant
 from webkit import chromium, need_browser, run_async, serve, write_from_another_process
 
 from frontdesk.agents.programs.web.app import create_app
+from frontdesk.agents.programs.web.call import CallAccess
 from frontdesk.agents.rpc import TaskRpc
 from frontdesk.core.schema import open_store
 
@@ -161,7 +162,7 @@ def test_call_page_shows_transcript_and_task_cards(browser, sqlite_url, monkeypa
     ]  # fmt: skip
     script = {"agent": "agent-1", "tasks": traffic["tasks"], "steps": steps}
 
-    with serve(create_app(sqlite_url)) as base:
+    with serve(create_app(sqlite_url, call_access=CallAccess("open"))) as base:
         page = browser.new_page()
         page.add_init_script(f"window.__FAKE_LIVEKIT = {json.dumps(script)};")
         page.route(
@@ -172,18 +173,15 @@ def test_call_page_shows_transcript_and_task_cards(browser, sqlite_url, monkeypa
         )
         page.on("dialog", lambda d: d.accept())
         page.goto(f"{base}/call")
-        page.fill("input[name=identity]", "alice")
         page.click("#join button[type=submit]")
-        page.wait_for_function("window.__fakeRoom && window.__fakeRoom.replayed === true")
+        page.wait_for_selector("html[data-replayed=yes]", state="attached")
 
         report = page.wait_for_selector(f"#card-{traffic['report']}[data-status=succeeded]")
         assert "generate_report" in report.inner_text()
         earlier = page.wait_for_selector(f"#card-{traffic['earlier']}[data-status=succeeded]")
         assert "pay_invoice" in earlier.inner_text()  # from the frontdesk.tasks answer
-        page.wait_for_function(
-            "document.querySelectorAll('#transcript li').length === 3"
-            " && !document.querySelector('#transcript li.interim')"
-        )
+        page.wait_for_selector("#transcript li:nth-child(3)", state="attached")
+        page.wait_for_selector("#transcript li.interim", state="detached")
         said = page.locator("#transcript li .text").all_inner_texts()
         who = page.locator("#transcript li .who").all_inner_texts()
         assert list(zip(who, said, strict=True)) == [
@@ -200,7 +198,8 @@ def test_call_page_shows_transcript_and_task_cards(browser, sqlite_url, monkeypa
 
     assert record["connected"]["url"] == "wss://livekit.invalid"
     claims = jwt.decode(record["connected"]["token"], SECRET, algorithms=["HS256"])
-    assert claims["sub"] == "alice" and claims["video"]["roomJoin"] is True
+    assert claims["sub"].startswith("web-") and claims["video"]["roomJoin"] is True
+    assert claims["video"]["canPublishSources"] == ["microphone"]
     assert record["micEnabled"] is True
     assert record["rpcReplies"] == ["ok"] * len(traffic["payloads"])
     methods = [(c["method"], c["payload"]) for c in record["rpcCalls"]]

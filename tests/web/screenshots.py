@@ -176,7 +176,7 @@ def main(out: Path) -> None:
         page.goto(base + "/call")
         page.fill("input[name=identity]", CALLERS[0])
         page.click("#join button[type=submit]")
-        page.wait_for_function("window.__fakeRoom && window.__fakeRoom.replayed === true")
+        page.wait_for_selector("html[data-replayed=yes]", state="attached")
         page.screenshot(path=str(out / "call.png"))
         page.close()
     print("\n".join(str(p) for p in sorted(out.glob("*.png"))))
