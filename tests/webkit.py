@@ -95,7 +95,7 @@ def chromium() -> Iterator[Any]:
                 executable_path=CHROMIUM,
                 headless=True,
                 args=CHROMIUM_ARGS,
-                viewport={"width": 1360, "height": 860},
+                viewport={"width": 1366, "height": 860},
             )
             context.set_default_timeout(20_000)
             try:

@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from frontdesk.agents.programs.web import api, auth, call, errors
+from frontdesk.agents.programs.web import api, auth, call, errors, openapi
 from frontdesk.agents.programs.web.guard import Guard
 from frontdesk.agents.programs.web.limits import BodyLimit, SecurityHeaders, livekit_origins
 from frontdesk.agents.programs.web.ratelimit import RateLimit
@@ -114,41 +114,10 @@ def create_app(
     app.add_middleware(Guard, token=token, sessions=app.state.sessions)
     app.add_middleware(BodyLimit)
     app.add_middleware(SecurityHeaders, call_connect=_livekit_connect)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi.schema(app)  # type: ignore[method-assign]
     return app
 
 
 def _livekit_connect() -> tuple[str, ...]:
     keys = call.livekit_keys()
     return livekit_origins(keys.url) if keys else ()
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema, with how to authenticate: the bearer token or the session cookie
-    (required when the console has a token), and the caller page's own access cookie."""
-    if app.openapi_schema is not None:
-        return app.openapi_schema
-    from fastapi.openapi.utils import get_openapi
-
-    schema = get_openapi(
-        title=app.title, version=app.version, summary=app.summary, routes=app.routes
-    )
-    schemes = {
-        "bearer": {"type": "http", "scheme": "bearer", "description": "FRONTDESK_WEB_TOKEN"},
-        "session": {"type": "apiKey", "in": "cookie", "name": auth.COOKIE,
-                    "description": "set by POST /login"},
-        "callAccess": {"type": "apiKey", "in": "cookie", "name": call.ACCESS_COOKIE,
-                       "description": "the caller page's own access (FRONTDESK_WEB_CALL=token)"},
-    }  # fmt: skip
-    schema.setdefault("components", {})["securitySchemes"] = schemes
-    for path, item in schema["paths"].items():
-        for operation in item.values():
-            if path.startswith("/call"):
-                mode = app.state.call_access.mode
-                operation["security"] = [{"callAccess": []}] if mode == "token" else [{}]
-            elif app.state.token:
-                operation["security"] = [{"bearer": []}, {"session": []}]
-            else:
-                operation["security"] = [{}]  # loopback only, no credentials
-    app.openapi_schema = schema
-    return schema

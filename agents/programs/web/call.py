@@ -45,6 +45,9 @@ from frontdesk.agents.programs.web.signing import derive, sign, unsign
 from frontdesk.agents.programs.web.templating import render
 
 router = APIRouter()
+_PAGE = {"content": {"text/html": {"schema": {"type": "string"}}}}
+_JSON = {"content": {"application/json": {"schema": {"type": "object"}}}}
+_RETRY = {"Retry-After": {"schema": {"type": "integer"}}}
 
 TOKEN_TTL = timedelta(minutes=5)
 ACCESS_COOKIE = "frontdesk_call"
@@ -194,7 +197,6 @@ async def call_page(request: Request, access_token: AccessParam = None) -> Respo
     return render(request, "call.html", {"configured": livekit_keys() is not None})
 
 
-_PAGE = {"content": {"text/html": {"schema": {"type": "string"}}}}
 router.add_api_route(
     "/call",
     call_page,
@@ -206,7 +208,7 @@ router.add_api_route(
         303: {"description": "access granted by ?access=; the token leaves the URL"},
         401: {"description": "the access form (FRONTDESK_WEB_CALL=token)", **_PAGE},
         404: {"description": "the caller page is off", **_PAGE},
-        429: {"description": "too many access attempts", **_PAGE},
+        429: {"description": "too many access attempts", "headers": _RETRY, **_PAGE},
     },
 )
 router.add_api_route("/call", call_page, methods=["HEAD"], include_in_schema=False)
@@ -233,13 +235,12 @@ async def call_access_form(request: Request) -> Response:
     response_model=TokenAnswer,
     tags=["caller page"],
     responses={
-        401: {"description": "FRONTDESK_WEB_CALL=token and no access cookie"},
-        403: {"description": "from another origin, or not this machine (no console token)"},
-        404: {"description": "the caller page is off, or LIVEKIT_* are not set"},
-        413: {"description": "request body over the limit"},
+        401: {"description": "FRONTDESK_WEB_CALL=token and no access cookie", **_JSON},
+        404: {"description": "the caller page is off, or LIVEKIT_* are not set", **_JSON},
         429: {
             "description": "too many tokens minted from this address, or overall",
-            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+            "headers": _RETRY,
+            **_JSON,
         },
     },
     summary="A LiveKit token for the caller page: room and identity picked by the server",

@@ -12,8 +12,11 @@ or two even with browsers holding streams open (uvicorn would otherwise wait for
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
 import socket
+import sys
 from typing import Any
 
 import typer
@@ -76,12 +79,24 @@ def web(
 
     url = db or load_settings().database_url
     sock = bind(host, port)
+    # uvicorn handles SIGINT and SIGTERM while it serves, then raises the signal again under
+    # the handlers it found: with Python's own, that is a KeyboardInterrupt (or death by
+    # SIGTERM) in the middle of closing the store. Quiet handlers let the close finish.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     try:
         asyncio.run(_serve(url, token, access, sock))
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+    # The server has stopped and the store is closed. Tearing down the interpreter's thousand
+    # modules (livekit, onnxruntime, grpc...) would take another second or more; nothing is
+    # left to finish, so leave now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 async def _serve(url: str, token: str | None, access: Any, sock: socket.socket) -> None:

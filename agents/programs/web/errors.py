@@ -56,6 +56,12 @@ class TooMany(Exception):
         self.retry_after = max(1, int(retry_after + 0.999))
 
 
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one short line for a log (SQLAlchemy's messages carry the SQL on more)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
 def is_api(path: str) -> bool:
     """Whether ``path`` answers JSON (else it is a page; /api/docs is a page)."""
     return path.startswith(API_PREFIXES) and path != "/api/docs"
@@ -105,9 +111,8 @@ class Outage:
         self.refused += 1
         if self._task is None or self._task.done():
             log.warning(
-                "the task database is not answering (%s: %s); answering 503 until it is back",
-                type(exc).__name__,
-                str(exc).splitlines()[0][:200] if str(exc) else "",
+                "the task database is not answering (%s); answering 503 until it is back",
+                one_line(exc),
             )
             self.refused = 1
             self._task = asyncio.create_task(self._watch(), name="frontdesk.web.outage")

@@ -31,19 +31,15 @@ router = APIRouter()
 
 COUNTS_TTL = 3.0  # seconds a listing's per-status counts are reused (live refreshes are bursty)
 _HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
-PAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"description": "the page", **_HTML},
-    303: {"description": "to /login (FRONTDESK_WEB_TOKEN set, no session)"},
-    400: {"description": "a parameter that cannot mean anything", **_HTML},
-    403: {"description": "not from this machine (no token)", "content": {"application/json": {}}},
-    503: {"description": "the task database is not answering", **_HTML},
-}
+PAGE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"description": "the page", **_HTML}}
 
 
 def page(path: str, *codes: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a page for GET (documented, tag "pages") and HEAD."""
-    responses = {k: v for k, v in PAGE_RESPONSES.items()}
-    responses.update({c: {"description": "not found", **_HTML} for c in codes})
+    """Register a page for GET (documented, tag "pages") and HEAD; ``codes`` are the statuses
+    particular to it (404 an unknown id, 303 a redirect)."""
+    responses = dict(PAGE_RESPONSES)
+    about = {404: {"description": "not found", **_HTML}, 303: {"description": "a redirect"}}
+    responses.update({c: about[c] for c in codes})
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         kw: dict[str, Any] = {"response_class": HTMLResponse}
@@ -110,7 +106,7 @@ async def _listing(request: Request, query: TaskQuery) -> dict[str, Any]:
     }
 
 
-@page("/")
+@page("/", 303)
 async def home() -> Response:
     """To the tasks list."""
     return RedirectResponse("/tasks", status_code=303)

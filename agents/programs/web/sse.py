@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from frontdesk.agents.programs.web.errors import one_line
 from frontdesk.db.store import TaskStore
 from frontdesk.db.watch import ChangeWatch
 
@@ -119,7 +120,9 @@ class EventHub:
                 await self.read()
             except Exception as exc:
                 if not self.failing:
-                    log.warning("reading task events failed (%s); retrying at each wake", exc)
+                    log.warning(
+                        "reading task events failed (%s); retrying at each wake", one_line(exc)
+                    )
                 self.failing = True
                 for queue in list(self.subscribers):  # each browser reconnects and replays
                     self.unsubscribe(queue)
@@ -205,7 +208,7 @@ async def stream(
             except Exception as exc:
                 # The database went away mid-replay: end the stream; the browser retries with
                 # the last id it got. (A traceback here would be one per reconnect.)
-                log.info("replaying events after %s failed: %s", after, exc)
+                log.info("replaying events after %s failed: %s", after, one_line(exc))
                 return
             for entry in rows:
                 if fresh(entry):
