@@ -385,7 +385,7 @@ def _web(w: dict[str, Any]) -> list[str]:
     li, lv = w["listing"], w["live"]
     out = [
         "",
-        f"## §10 Web console: GET /api/tasks first page at {li['rows']:,} rows "
+        f"## §11 Web console: GET /api/tasks first page at {li['rows']:,} rows "
         f"(generated in {li['load_seconds']:.1f} s), through the whole app",
         "",
         "| filter | median ms | p99 ms | CPU ms (median) | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",

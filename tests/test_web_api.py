@@ -268,3 +268,28 @@ async def test_openapi_lists_the_api(db_url, store):
         "/api/stats",
         "/api/events",
     } <= set(spec["paths"])
+
+
+async def test_openapi_documents_every_status_and_how_to_authenticate(db_url, store):
+    token = "openapi-token-0123456789"
+    async with console(db_url, store=store, token=token) as (_, c):
+        spec = (await c.get("/openapi.json", headers={"Authorization": f"Bearer {token}"})).json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearer"] == {**schemes["bearer"], "type": "http", "scheme": "bearer"}
+    assert schemes["session"]["in"] == "cookie" and schemes["callAccess"]["in"] == "cookie"
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            codes = set(op["responses"])
+            assert {"403", "503"} <= codes, (method, path)
+            assert "Retry-After" in op["responses"]["503"]["headers"]
+            if method == "post":
+                assert "413" in codes, path
+            if "pages" in op.get("tags", ()):
+                assert "422" not in codes and ("400" in codes or not op.get("parameters"))
+            elif not path.startswith("/call"):
+                assert "401" in codes and op["security"] == [{"bearer": []}, {"session": []}]
+    cancel = spec["paths"]["/api/tasks/{task_id}/cancel"]["post"]["responses"]
+    assert {"200", "401", "403", "404", "409", "413", "422", "503"} <= set(cancel)
+    assert "400" in spec["paths"]["/api/tasks"]["get"]["responses"]
+    assert {"/tasks", "/calls", "/stats", "/api/docs", "/call/token"} <= set(spec["paths"])
+    assert not any("head" in item for item in spec["paths"].values())

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -217,8 +217,6 @@ router.add_api_route("/call", call_page, methods=["HEAD"], include_in_schema=Fal
 @router.post("/call/access", include_in_schema=False)
 async def call_access_form(request: Request) -> Response:
     """The access form: the caller-page token typed in, once."""
-    from urllib.parse import parse_qs
-
     access = _access(request)
     _limited(request, request.app.state.call_limit)
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
@@ -227,7 +225,7 @@ async def call_access_form(request: Request) -> Response:
         done = RedirectResponse("/call", status_code=303)
         _let_in(done, request, access)
         return done
-    return RedirectResponse(f"/call?failed={quote('1')}", status_code=303)
+    return RedirectResponse("/call?failed=1", status_code=303)
 
 
 @router.post(

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,7 +87,7 @@ def store_down(exc: BaseException) -> bool:
             return True
         if isinstance(e, DBAPIError) and e.connection_invalidated:
             return True
-        if isinstance(e, (ConnectionError, TimeoutError)):
+        if isinstance(e, (ConnectionError, TimeoutError, socket.gaierror)):
             return True
         state = str(getattr(e, "sqlstate", None) or getattr(e, "pgcode", None) or "")
         if state.startswith(_DOWN_STATES):

@@ -10,8 +10,9 @@ SSE stream is not buffered). In order:
    with neither header is refused unless it carries the bearer token, which no other site can
    make a browser send.
 3. **Operator pages, the API and the event stream need the token** (``Authorization: Bearer``
-   or a session cookie from ``POST /login``), when there is one. ``/login``, ``/static/`` and
-   the caller page (``/call``, whose access is its own setting, call.py) do not.
+   or a session cookie from ``POST /login``), when there is one. ``/login``, ``/logout``,
+   ``/static/`` and the caller page (``/call``, whose access is its own setting, call.py) do
+   not.
 
 Refused: API paths get JSON (401 with ``WWW-Authenticate: Bearer``, or 403); a page without a
 session is redirected to ``/login?next=<path>``.
@@ -32,7 +33,7 @@ from frontdesk.agents.programs.web.errors import is_api
 from frontdesk.agents.programs.web.loopback import is_loopback
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-OPEN_PATHS = ("/login", "/call", "/call/token", "/call/access")  # exactly
+OPEN_PATHS = ("/login", "/logout", "/call", "/call/token", "/call/access")  # exactly
 OPEN_PREFIXES = ("/static/",)
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -77,8 +78,6 @@ def _link(query: TaskQuery, **changes: Any) -> str:
 
 async def _counts(request: Request, query: TaskQuery) -> dict[str, int]:
     """Per-status counts for the listing's filters, reused for ``COUNTS_TTL`` seconds."""
-    from dataclasses import replace
-
     key = replace(query.where, status=None)
     cache: dict[Any, tuple[float, dict[str, int]]] = request.app.state.counts
     now = asyncio.get_running_loop().time()
