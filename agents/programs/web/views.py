@@ -139,7 +139,7 @@ async def api_docs(request: Request) -> HTMLResponse:
             "method": method.upper(),
             "path": path,
             "summary": op.get("summary", ""),
-            "description": op.get("description", ""),
+            "description": op.get("description", "").replace("``", ""),
             "parameters": [_parameter(p) for p in op.get("parameters", [])],
             "responses": [(code, r.get("description", "")) for code, r in op["responses"].items()],
         }
