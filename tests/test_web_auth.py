@@ -14,6 +14,7 @@ import httpx
 from webclient import console
 
 from frontdesk.agents.programs.web.auth import COOKIE, SESSION_SECONDS, Sessions
+from frontdesk.agents.programs.web.call import call_access
 from frontdesk.agents.programs.web.signing import derive, sign
 
 TOKEN = "s3cret-token-for-tests"
@@ -126,14 +127,16 @@ def test_web_refuses_a_short_token_and_a_bad_caller_page_setting(db_url):
     assert short.stderr.strip().splitlines() == [
         "error: FRONTDESK_WEB_TOKEN is 15 characters; use at least 16 (e.g. openssl rand -hex 24)"
     ]
+    bad = _run("--port", "0", "--db", db_url, env={"FRONTDESK_WEB_CALL": "token"})
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "needs FRONTDESK_WEB_CALL_TOKEN" in bad.stderr
     for env, says in (
         ({"FRONTDESK_WEB_CALL": "sometimes"}, "FRONTDESK_WEB_CALL is 'sometimes'"),
-        ({"FRONTDESK_WEB_CALL": "token"}, "needs FRONTDESK_WEB_CALL_TOKEN"),
         ({"FRONTDESK_WEB_CALL": "token", "FRONTDESK_WEB_CALL_TOKEN": "short"}, "at least 16"),
+        ({"FRONTDESK_WEB_CALL": "Open"}, None),
     ):
-        done = _run("--port", "0", "--db", db_url, env=env)
-        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-        assert says in done.stderr
+        problem = call_access(env).problem()
+        assert (problem is None) if says is None else (says in problem), (env, problem)
 
 
 def test_web_refuses_a_public_host_without_a_token(db_url):
