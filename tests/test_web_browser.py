@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-import pytest
+import webkit
 from test_rpc import StandInParticipant
-from webkit import chromium, need_browser, run_async, serve, write_from_another_process
+from webkit import run_async, serve, write_from_another_process
 
 from frontdesk.agents.programs.web.app import create_app
 from frontdesk.agents.programs.web.call import CallAccess
@@ -28,18 +28,7 @@ from frontdesk.agents.rpc import TaskRpc
 from frontdesk.core.schema import open_store
 
 FAKE_LIVEKIT = Path(__file__).parent / "web" / "fake_livekit.js"
-
-
-@pytest.fixture
-def browser():
-    need_browser()
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path}/console.db"
+browser, sqlite_url = webkit.browser, webkit.sqlite_url  # the fixtures
 
 
 def test_tasks_page_is_live_and_cancels_a_job(browser, sqlite_url):

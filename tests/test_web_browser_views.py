@@ -13,27 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from webkit import chromium, need_browser, serve, write_from_another_process
+import webkit
+from webkit import serve, write_from_another_process
 
 from frontdesk.agents.programs.web.app import create_app
 
+browser, sqlite_url = webkit.browser, webkit.sqlite_url  # the fixtures
 TOKEN = "browser-token-0123456789"
 LONG_CALLER = "caller-" + "x" * 150  # 157 characters, as in the audit
 NOTE = ("drawing charts for every floor " * 20)[:500]
 ERROR = "the reporting service answered: " + "E" * 448  # 480 characters, one unbroken run
-
-
-@pytest.fixture
-def browser():
-    need_browser()
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path}/views.db"
 
 
 def _seed(url: str) -> dict[str, int]:
@@ -72,9 +61,9 @@ def _watch_csp(page: Any) -> list[str]:
     return problems
 
 
-def test_long_values_never_widen_a_page_and_nothing_trips_the_csp(browser, url):
-    ids = _seed(url)
-    with serve(create_app(url)) as base:
+def test_long_values_never_widen_a_page_and_nothing_trips_the_csp(browser, sqlite_url):
+    ids = _seed(sqlite_url)
+    with serve(create_app(sqlite_url)) as base:
         page = browser.new_page()
         problems = _watch_csp(page)
         for path in (
@@ -102,27 +91,27 @@ def test_long_values_never_widen_a_page_and_nothing_trips_the_csp(browser, url):
     assert problems == [], problems
 
 
-def test_the_calls_page_follows_a_call_from_another_process(browser, url):
-    write_from_another_process(url, "pass")  # the schema, before the console watches it
-    with serve(create_app(url)) as base:
+def test_the_calls_page_follows_a_call_from_another_process(browser, sqlite_url):
+    write_from_another_process(sqlite_url, "pass")  # the schema, before the console watches it
+    with serve(create_app(sqlite_url)) as base:
         page = browser.new_page()
         page.goto(base + "/calls")
         page.wait_for_selector("#live[data-live=on]")
         assert "No calls yet." in page.inner_text("#calls-live")
         write_from_another_process(
-            url, 'await store.call_started("RM_LIVE", "zoe")\n'
+            sqlite_url, 'await store.call_started("RM_LIVE", "zoe")\n'
             'await store.call_handoff("RM_LIVE", None, "triage")',
         )  # fmt: skip
         page.wait_for_selector('tr[data-session="RM_LIVE"][data-ended=no]')
-        write_from_another_process(url, 'await store.call_ended("RM_LIVE")')
+        write_from_another_process(sqlite_url, 'await store.call_ended("RM_LIVE")')
         page.wait_for_selector('tr[data-session="RM_LIVE"][data-ended=yes]')
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
         page.close()
 
 
-def test_log_out_ends_the_session(browser, url):
-    write_from_another_process(url, "pass")
-    with serve(create_app(url, token=TOKEN)) as base:
+def test_log_out_ends_the_session(browser, sqlite_url):
+    write_from_another_process(sqlite_url, "pass")
+    with serve(create_app(sqlite_url, token=TOKEN)) as base:
         page = browser.new_page()
         page.goto(base + "/stats")
         page.wait_for_url(f"{base}/login?next=%2Fstats")

@@ -106,6 +106,19 @@ def chromium() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A chromium context for a browser test (skips without chromium, see ``need_browser``)."""
+    need_browser()
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path}/console.db"
+
+
 def write_from_another_process(db_url: str, code: str) -> str:
     """Run ``code`` (the body of ``async def main(store)``) in a new Python process against
     the store at ``db_url``; returns what it printed."""
