@@ -24,6 +24,7 @@ from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, stable_key
 from frontdesk.core.execution import failure as core_failure
+from frontdesk.core.jobs import client_for
 from frontdesk.core.recording import (
     RESTART,
     invalid_input_sentence,
@@ -169,6 +170,7 @@ async def run_tool(
                 row = await store.create(
                     **common, status="queued", args=args, note="queued for the runner"
                 )
+                await enqueue(runtime, row.id)
                 return background_ack(spec, row)
             fields = dict(
                 common,
@@ -373,6 +375,16 @@ async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | Non
         if refreshed.status == "succeeded":
             return for_llm(refreshed.result)
     return None
+
+
+async def enqueue(runtime: Call, task_id: int) -> None:
+    """Hand a queued job to the runners through DBOS's client (on a worker thread: the call's
+    loop is not held). The row is already the promise: if the job system cannot take it now,
+    a runner finds the row and enqueues it (core/reconcile.py), so the caller's ack stands."""
+    try:
+        await client_for(runtime.settings).enqueue(task_id)
+    except Exception as exc:
+        log.warning("task %s queued; a runner will pick it up from its row (%s)", task_id, exc)
 
 
 def background_ack(spec: ToolSpec, row: Task) -> str:

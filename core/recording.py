@@ -27,7 +27,8 @@ log = logging.getLogger("frontdesk.patterns")
 
 RESTART = "interrupted by restart"
 # A finished task's last write is retried this long while the database is unavailable. Past
-# it the row is left to lease recovery ("interrupted by restart"), which is still truthful.
+# it an in-turn row is left to lease recovery ("interrupted by restart"), which is still
+# truthful; a background job's end is retried at least this long (core/runner.py).
 RECORD_RETRY_SECONDS = 60.0
 # A background job's arguments are stored whole (the runner needs them), so they are capped.
 MAX_JOB_ARGS_BYTES = 64_000
@@ -52,12 +53,20 @@ def mask_secrets(value: Any) -> Any:
     return value
 
 
-async def record(store: TaskStore, task_id: int, status: str, **values: Any) -> Task | None:
-    """``store.transition`` retried with backoff while the database cannot be written."""
+async def record(
+    store: TaskStore,
+    task_id: int,
+    status: str,
+    *,
+    retry_seconds: float | None = RECORD_RETRY_SECONDS,
+    **values: Any,
+) -> Task | None:
+    """``store.transition`` retried with backoff while the database cannot be written, for
+    ``retry_seconds`` (None: until it is written; a runner's job end, core/runner.py)."""
     async for attempt in stamina.retry_context(
         on=(SQLAlchemyError, OSError),
         attempts=None,
-        timeout=RECORD_RETRY_SECONDS,
+        timeout=retry_seconds,
         wait_initial=0.1,
         wait_max=2.0,
     ):

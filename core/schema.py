@@ -6,6 +6,7 @@ setup step. Read-only commands open it without ``upgrade`` and never create or m
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import stamina
@@ -72,6 +73,10 @@ async def open_store(url: str, registry: Registry | None = None) -> TaskStore:
 
     async def prepare(store: TaskStore) -> None:
         await upgrade(store, wanted)
+        # DBOS's tables (core/jobs.py): a job can then be enqueued before any runner starts.
+        from frontdesk.core.jobs import migrate
+
+        await asyncio.to_thread(migrate, url)
 
     return await TaskStore.open(url, prepare=prepare)
 

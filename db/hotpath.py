@@ -179,31 +179,6 @@ class HotSql:
             self._cache[key] = sql
         return sql, self._where_params(where, [])
 
-    def claim(self, owner: str, expires: datetime, now: datetime) -> tuple[str, list[Any]]:
-        """Take the oldest queued background job: one statement, so two runners on one file
-        cannot both take it (SQLite has one writer at a time)."""
-        sql = self._cache.get("claim")
-        if sql is None:
-            q, t = self._q, self._table
-            sql = self._cache["claim"] = (
-                f"UPDATE {t} SET {q['status']} = ?, {q['lease_owner']} = ?, "
-                f"{q['lease_expires_at']} = ?, {q['attempts']} = {q['attempts']} + 1, "
-                f"{q['started_at']} = ? "
-                f"WHERE {q['id']} = (SELECT {q['id']} FROM {t} WHERE {q['status']} = ? "
-                f"AND {q['pattern']} = ? ORDER BY {q['id']} LIMIT 1) AND {q['status']} = ?"
-                + self._returning
-            )
-        stamp = self._bind["started_at"]
-        return sql, [
-            "running",
-            owner,
-            stamp(expires) if stamp else expires,
-            stamp(now) if stamp else now,
-            "queued",
-            "background",
-            "queued",
-        ]
-
 
 def hot_write(
     hot: HotSql,

@@ -108,6 +108,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         runner_poll_seconds=0.05,
         ack_after_seconds=0.5,
         fire_and_forget_grace_seconds=2,
+        runner_takeover_seconds=3,
     )
 
 

@@ -2,8 +2,8 @@
 
 Built from the production parts: each call is a ``CallRuntime`` on a real ``AgentSession``
 with a ``ScriptedLLM`` (the offline brain answers when a step's script runs out), and
-background jobs run in an embedded ``Runner`` with its own store connection, so calls and jobs
-talk only through the store, as they do across processes in production.
+background jobs run in an embedded ``Runner`` (a DBOS executor) with its own store connection,
+so calls and jobs talk only through the store, as they do across processes in production.
 """
 
 from __future__ import annotations
@@ -98,8 +98,6 @@ class Environment:
                     "note": event.note,
                 }
             )
-        if event.status == "queued":
-            self.runner.poke()
 
     async def close(self) -> None:
         self.stop.set()

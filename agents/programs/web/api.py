@@ -24,6 +24,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from frontdesk.agents.programs.web.sse import EventHub, stream
+from frontdesk.core.jobs import cancel_job, retry_job
 from frontdesk.db.browse import TaskFilter
 from frontdesk.db.records import Task
 from frontdesk.db.store import TaskStore
@@ -182,14 +183,14 @@ async def stats(store: TaskStore) -> dict[str, Any]:
 
 
 async def cancel_task(store: TaskStore, task_id: int, hub: EventHub | None = None) -> Task:
-    task = await store.cancel(task_id, by=BY)
+    task = await cancel_job(store, task_id, by=BY)
     if hub is not None:
         hub.poke()
     return task
 
 
 async def retry_task(store: TaskStore, task_id: int, hub: EventHub | None = None) -> Task:
-    task = await store.retry(task_id, by=BY)
+    task = await retry_job(store, task_id, by=BY)
     if hub is not None:
         hub.poke()
     return task

@@ -1,0 +1,176 @@
+"""Background jobs on DBOS, in-process, on SQLite and Postgres: durable steps, cancel and retry
+through DBOS, a row whose enqueue never happened, and ``ctx.step``/``ctx.sleep`` outside a
+runner. The crash-proof versions (SIGKILLed runners) are in test_crash_durable.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import kit
+import pytest
+
+from frontdesk.core.context import ToolContext
+from frontdesk.core.jobs import (
+    QUEUE,
+    cancel_job,
+    client_for,
+    derived_system_url,
+    retry_job,
+    workflow_id,
+)
+from frontdesk.core.runner import Runner
+from frontdesk.db.errors import NotCancellable, NotRetryable
+from frontdesk.db.store import wait_for
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+@contextlib.asynccontextmanager
+async def running(store, registry, settings):
+    runner = Runner(store, registry, settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    waiter = asyncio.ensure_future(runner.started.wait())
+    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+    try:
+        yield runner
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def queue(store, settings, tool: str, *, enqueue: bool = True, **args):
+    row = await store.create(
+        caller="ada", tool=tool, pattern="background", department="lab", plugin="kit",
+        args=args, note="queued for the runner",
+    )  # fmt: skip
+    if enqueue:
+        await client_for(settings).enqueue(row.id)
+    return row
+
+
+async def finished(store, task_id: int, timeout: float = 30.0):
+    async def done():
+        task = await store.get(task_id)
+        return task if task.finished else None
+
+    task = await wait_for(store, done, timeout)
+    assert task is not None, f"task {task_id} did not finish"
+    return task
+
+
+async def test_a_three_step_job_records_each_step_once(
+    store, registry, settings, tmp_path, monkeypatch
+):
+    log = tmp_path / "effects.jsonl"
+    monkeypatch.setenv(kit.EFFECTS, str(log))
+    async with running(store, registry, settings) as runner:
+        job = await queue(store, settings, "pipeline", name="q1")
+        done = await finished(store, job.id)
+        steps = await asyncio.to_thread(
+            client_for(settings)._get().list_workflow_steps, workflow_id(job.id)
+        )
+    assert done.status == "succeeded" and done.attempts == 1
+    assert done.result["summary"] == "Pipeline q1 finished: gather, write, draw."
+    assert [e["effect"] for e in kit.effects(log)] == ["gather", "write", "draw"]
+    assert [e["key"] for e in kit.effects(log)] == [
+        f"job-{job.id}:{s}" for s in ("gather", "write", "draw")
+    ]
+    assert [s["function_name"] for s in steps] == ["gather", "write", "draw", "frontdesk.finish"]
+    notes = [e["note"] for e in await store.events(job.id)]
+    assert notes == ["queued for the runner", f"started by runner {runner.executor_id}", None]
+
+
+async def test_cancel_goes_through_dbos_and_stops_the_running_job(store, registry, settings):
+    async with running(store, registry, settings):
+        job = await queue(store, settings, "experiment", name="long", seconds=60)
+        await wait_for(store, lambda: _status(store, job.id, "running"), 20)
+        cancelled = await cancel_job(store, job.id, by="operator")
+        assert cancelled.status == "cancelled" and cancelled.delivered_at is not None
+        states = await client_for(settings).statuses(job.id)
+        assert states == [(workflow_id(job.id), "CANCELLED")]
+        with pytest.raises(NotCancellable):  # a second cancel: finished (the 409 rule)
+            await cancel_job(store, job.id, by="operator")
+        # The body stops within a poll (kit's experiment records its last progress).
+        before = (await store.get(job.id)).progress
+        await asyncio.sleep(20 * settings.runner_poll_seconds)
+        assert (await store.get(job.id)).progress == before
+    assert (await store.get(job.id)).status == "cancelled"
+
+
+async def test_a_cancelled_queued_job_never_runs(store, registry, settings):
+    job = await queue(store, settings, "experiment", name="never", seconds=0)
+    await cancel_job(store, job.id, by="operator")
+    async with running(store, registry, settings):
+        await asyncio.sleep(10 * settings.runner_poll_seconds)
+    task = await store.get(job.id)
+    assert task.status == "cancelled" and task.attempts == 0 and task.started_at is None
+
+
+async def test_retry_forks_from_the_failed_step(store, registry, settings, tmp_path, monkeypatch):
+    log = tmp_path / "effects.jsonl"
+    monkeypatch.setenv(kit.EFFECTS, str(log))
+    monkeypatch.setenv("FRONTDESK_TEST_FAIL_STEP", "write")
+    async with running(store, registry, settings):
+        job = await queue(store, settings, "pipeline", name="r")
+        failed = await finished(store, job.id)
+        assert failed.status == "failed" and "internal error" in failed.error
+        with pytest.raises(NotRetryable):
+            await retry_job(
+                store,
+                (await queue(store, settings, "experiment", name="x", seconds=0)).id,
+                by="operator",
+            )
+        monkeypatch.delenv("FRONTDESK_TEST_FAIL_STEP")
+        queued = await retry_job(store, job.id, by="operator")
+        assert queued.status == "queued" and queued.error is None
+        done = await finished(store, job.id)
+    assert done.status == "succeeded" and done.attempts == 2
+    # gather finished before the failure and was not done again; write ran twice (it failed).
+    assert [e["effect"] for e in kit.effects(log)] == ["gather", "write", "write", "draw"]
+    runs = await client_for(settings).statuses(job.id)
+    assert [s for _, s in runs] == ["SUCCESS", "SUCCESS"]
+
+
+async def test_a_row_whose_enqueue_was_lost_is_run_by_reconciliation(store, registry, settings):
+    job = await queue(store, settings, "experiment", enqueue=False, name="orphan", seconds=0)
+    async with running(store, registry, settings):
+        done = await finished(store, job.id)
+    assert done.status == "succeeded" and done.attempts == 1
+    assert [w for w, _ in await client_for(settings).statuses(job.id)] == [workflow_id(job.id)]
+
+
+async def test_a_job_with_an_unknown_tool_fails_once(store, registry, settings):
+    async with running(store, registry, settings):
+        job = await queue(store, settings, "vanished")
+        done = await finished(store, job.id)
+    assert done.status == "failed" and "no background tool named 'vanished'" in done.error
+
+
+async def test_step_and_sleep_outside_a_runner_just_run(store):
+    ctx = ToolContext("ada", None, 1, None, "k", store=store)
+
+    async def twice(x: int) -> int:
+        return 2 * x
+
+    assert await ctx.step("a", twice, 4) == 8
+    assert await ctx.step("b", lambda x: x + 1, 1) == 2
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await ctx.sleep(0.05)
+    assert loop.time() - start >= 0.05
+
+
+def test_dbos_tables_never_share_the_main_sqlite_file():
+    assert derived_system_url("sqlite+aiosqlite:///data/frontdesk.db") == (
+        "sqlite:///data/frontdesk.dbos.db"
+    )
+    assert derived_system_url("postgresql+asyncpg://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    assert QUEUE == "frontdesk-jobs"
+
+
+async def _status(store, task_id, status):
+    return (await store.get(task_id)).status == status
