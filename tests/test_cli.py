@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from clirun import FRONTDESK
+from jobkit import start_job
 
 from frontdesk.core.schema import open_store
 
@@ -276,7 +277,7 @@ async def test_tasks_stats_show_artifacts_and_cancel(db_url, tmp_path):
     report = await store.create(
         caller="a", tool="generate_report", pattern="background", department="reports"
     )
-    await store.claim("r", 30)
+    await start_job(store, report.id)
     csv_path = tmp_path / "r.csv"
     await store.transition(
         report.id, "succeeded", result={"summary": "ok", "files": {"csv": str(csv_path)}}

@@ -5,10 +5,10 @@ runner. The crash-proof versions (SIGKILLed runners) are in test_crash_durable.p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import kit
 import pytest
+from jobkit import finished, queue, running
 
 from frontdesk.core.context import ToolContext
 from frontdesk.core.jobs import (
@@ -19,47 +19,10 @@ from frontdesk.core.jobs import (
     retry_job,
     workflow_id,
 )
-from frontdesk.core.runner import Runner
 from frontdesk.db.errors import NotCancellable, NotRetryable
 from frontdesk.db.store import wait_for
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
-
-
-@contextlib.asynccontextmanager
-async def running(store, registry, settings):
-    runner = Runner(store, registry, settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(runner.run(stop))
-    waiter = asyncio.ensure_future(runner.started.wait())
-    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()
-    try:
-        yield runner
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
-async def queue(store, settings, tool: str, *, enqueue: bool = True, **args):
-    row = await store.create(
-        caller="ada", tool=tool, pattern="background", department="lab", plugin="kit",
-        args=args, note="queued for the runner",
-    )  # fmt: skip
-    if enqueue:
-        await client_for(settings).enqueue(row.id)
-    return row
-
-
-async def finished(store, task_id: int, timeout: float = 30.0):
-    async def done():
-        task = await store.get(task_id)
-        return task if task.finished else None
-
-    task = await wait_for(store, done, timeout)
-    assert task is not None, f"task {task_id} did not finish"
-    return task
 
 
 async def test_a_three_step_job_records_each_step_once(

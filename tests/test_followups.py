@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from jobkit import start_job
+
 from frontdesk.agents.followups import FollowupWatcher, followup_instructions, task_noun
 from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.agents.programs.simulate import CallDriver, Environment
@@ -212,7 +214,7 @@ async def test_a_spoken_followup_offered_again_is_not_spoken_twice(
     driver = CallDriver(env, Scenario("twice", "tina", []), "tina", transcript.append)
     try:
         job = await store.create(caller="tina", tool="experiment", pattern="background")
-        await store.claim("r", 30)
+        await start_job(store, job.id)
         await store.transition(job.id, "succeeded", result={"summary": "All done."})
         await driver.connect()
         assert await wait_for(store, lambda: _delivered(store, job.id), timeout=10)
