@@ -110,7 +110,11 @@ async def pipeline(ctx: ToolContext, name: str, seconds: float = 0.0) -> dict:
 @tool(pattern="background")
 async def nap(ctx: ToolContext, seconds: float) -> dict:
     """Sleep durably, then say when it woke."""
-    effect("nap start", task=ctx.task_id)
+    def start() -> float:
+        effect("nap start", task=ctx.task_id)
+        return time.time()
+
+    await ctx.step("start", start)  # a step: a resumed job does not start again
     await ctx.sleep(seconds)
     effect("nap woke", task=ctx.task_id)
     return {"summary": f"Woke after {seconds} seconds.", "woke_at": time.time()}
