@@ -37,6 +37,9 @@ QUEUE = "frontdesk-jobs"
 WORKFLOW = "frontdesk.job"
 FINISH_STEP = "frontdesk.finish"  # the recorded step that writes a job's end to its row
 SCHEMA = "dbos"  # Postgres only
+# The DBOS system schema version dbos 3.4 migrates to (tests/test_jobs_schema.py checks it
+# against dbos's own list), so `db current` can say "head" without importing dbos (~1 s).
+DBOS_SCHEMA_VERSION = 125
 # DBOS statuses of a workflow that may still run (or is running).
 ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
 
@@ -254,6 +257,38 @@ def system_url_for(database_url: str) -> str:
     from frontdesk.core.settings import Settings
 
     return system_url(Settings(database_url=database_url))
+
+
+def current_version(database_url: str) -> int | None:
+    """The DBOS system schema version of this database (None: DBOS's tables are not there),
+    read with plain SQL: no dbos import, and a missing SQLite file is not created."""
+    import sqlalchemy as sa
+
+    url = system_url_for(database_url)
+    if is_sqlite(url):
+        from frontdesk.db.engine import sqlite_tables
+
+        path = make_url(url).database or ""
+        if not Path(path).is_file() or "dbos_migrations" not in (sqlite_tables(path) or set()):
+            return None
+        import sqlite3
+
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT version FROM dbos_migrations").fetchone()
+        finally:
+            conn.close()
+        return int(row[0]) if row else None
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            there = conn.execute(sa.text(f"SELECT to_regclass('{SCHEMA}.dbos_migrations')"))
+            if there.scalar() is None:
+                return None
+            row = conn.execute(sa.text(f"SELECT version FROM {SCHEMA}.dbos_migrations")).first()
+    finally:
+        engine.dispose()
+    return int(row[0]) if row else None
 
 
 def migrate(database_url: str) -> None:

@@ -382,3 +382,53 @@ def two_processes(url: str, tmp: Path, *, calls: int = 100) -> Outcome:
     out.details["runners"] = len({n.rsplit(" ", 1)[1] for _, n in starts})
     out.seconds = time.monotonic() - started
     return out
+
+
+# -- 5. a durable 3-step job killed after one of its steps ------------------------------------
+
+STEPS = ("gather", "write", "draw")
+
+
+def steps_killed(url: str, tmp: Path, *, step: str) -> Outcome:
+    """A 3-step job (kit's ``pipeline``) whose runner is SIGKILLed right after ``step`` was
+    recorded; a new runner resumes it. Lost: the job did not succeed, or a step never ran.
+    Doubled: any step's effect more than once, or the result written twice."""
+    import kit
+
+    started = time.monotonic()
+    out = Outcome("3-step job killed after a step")
+    log = tmp / "effects.jsonl"
+    [job] = _queue(url, [("ada", {"name": "k"})], tool="pipeline")
+    env = {kit.EFFECTS: str(log), kit.HANG_AFTER: step}
+    runner = crashkit.start("runner", "--db", url, **env)
+    try:
+        crashkit.wait_until(
+            lambda: any(e["effect"] == f"hung after {step}" for e in kit.effects(log)),
+            timeout=60,
+            proc=runner,
+        )
+    finally:
+        out.kills = int(crashkit.kill(runner))
+    again = crashkit.start("runner", "--db", url, **{kit.EFFECTS: str(log)})
+    try:
+        crashkit.wait_until(
+            lambda: crashkit.query(url, "SELECT 1 FROM tasks WHERE id = ? AND status = ?", job,
+                                   "succeeded"),
+            timeout=60,
+            proc=again,
+        )  # fmt: skip
+    except AssertionError:
+        pass  # counted as lost below
+    finally:
+        crashkit.stop(again)
+    counts = Counter(e["effect"] for e in kit.effects(log) if e["effect"] in STEPS)
+    [(status,)] = crashkit.query(url, "SELECT status FROM tasks WHERE id = ?", job)
+    finishes = crashkit.query(
+        url, "SELECT 1 FROM task_events WHERE task_id = ? AND status = 'succeeded'", job
+    )
+    out.rows = 1
+    out.lost = int(status != "succeeded" or set(counts) != set(STEPS)) + _left_running(url)
+    out.doubled = sum(n - 1 for n in counts.values()) + max(0, len(finishes) - 1)
+    out.details["step"] = step
+    out.seconds = time.monotonic() - started
+    return out

@@ -110,6 +110,7 @@ async def pipeline(ctx: ToolContext, name: str, seconds: float = 0.0) -> dict:
 @tool(pattern="background")
 async def nap(ctx: ToolContext, seconds: float) -> dict:
     """Sleep durably, then say when it woke."""
+
     def start() -> float:
         effect("nap start", task=ctx.task_id)
         return time.time()

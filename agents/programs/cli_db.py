@@ -94,6 +94,8 @@ def upgrade(
     for b in _branches(branch):
         run_async(_with_conn(_url(db), upgrade_sync, b, revision))
         typer.echo(f"{b.name}: upgraded to {revision}")
+    if branch is None:
+        typer.echo(f"{JOBS}: {_jobs_upgrade(_url(db))}")
 
 
 @app.command()
@@ -120,6 +122,35 @@ def current(db: str | None = DbOption, branch: str | None = BranchOption) -> Non
         head = b.head
         state = " (head)" if rev == head else f" (head is {head})"
         typer.echo(f"{b.name}: {rev or 'empty'}{state}")
+    if branch is None:
+        typer.echo(f"{JOBS}: {_jobs_current(_existing(_url(db)))}")
+
+
+# DBOS's own tables (background jobs, core/jobs.py): not an Alembic branch, but part of the
+# schema every process expects; a separate file beside an SQLite database, schema dbos on
+# Postgres.
+JOBS = "jobs (dbos)"
+
+
+def _jobs_current(url: str) -> str:
+    from frontdesk.core.jobs import DBOS_SCHEMA_VERSION, current_version
+
+    try:
+        found = current_version(url)
+    except Exception as exc:
+        raise fail(f"database: job tables unreadable: {str(exc).splitlines()[0]}") from None
+    state = " (head)" if found == DBOS_SCHEMA_VERSION else f" (head is {DBOS_SCHEMA_VERSION})"
+    return f"{found or 'empty'}{state}"
+
+
+def _jobs_upgrade(url: str) -> str:
+    from frontdesk.core.jobs import DBOS_SCHEMA_VERSION, migrate
+
+    try:
+        migrate(url)
+    except Exception as exc:
+        raise fail(f"database: job tables not migrated: {str(exc).splitlines()[0]}") from None
+    return f"upgraded to {DBOS_SCHEMA_VERSION}"
 
 
 def register(root: typer.Typer) -> None:
