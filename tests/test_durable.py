@@ -137,3 +137,21 @@ def test_dbos_tables_never_share_the_main_sqlite_file():
 
 async def _status(store, task_id, status):
     return (await store.get(task_id)).status == status
+
+
+async def test_the_report_job_runs_as_three_recorded_steps(store, registry, settings, tmp_path):
+    row = await store.create(
+        caller="ada", tool="generate_report", pattern="background", department="reports",
+        plugin="reports", args={"kind": "activity", "period": "this-month"},
+    )  # fmt: skip
+    async with running(store, registry, settings):
+        await client_for(settings).enqueue(row.id)
+        done = await finished(store, row.id)
+        steps = await asyncio.to_thread(
+            client_for(settings)._get().list_workflow_steps, workflow_id(row.id)
+        )
+    assert done.status == "succeeded", done.error
+    assert [s["function_name"] for s in steps] == [
+        "gather", "write csv", "draw chart", "frontdesk.finish",
+    ]  # fmt: skip
+    assert done.result["files"]["csv"].endswith(f"task{row.id}.csv")
