@@ -7,7 +7,8 @@ with DBOS, the enqueue through ``JobClient``). Measured:
 - enqueue to final commit: the row's ``finished_at - created_at`` (both stamped on this
   machine's clock), median and p95, with 1 job at a time and with 200 queued at once;
   delivery to the caller adds §4's commit-to-follow-up;
-- the call side's enqueue: event-loop time per queued job in this (the call's) process;
+- the call side's enqueue: event-loop CPU per queued job in this (the call's) process, and
+  the loop's lag (how late a 5 ms sleeper wakes) while jobs are queued and run;
 - runner CPU per job: the runner process's user+system CPU over the batch, divided by jobs;
 - per-step overhead (DBOS only): a 3-step no-op job against a no-step one, per step.
 
@@ -28,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import BENCH, bench_settings, scratch, sqlite_url, summary
+from common import BENCH, LoopLag, bench_settings, scratch, sqlite_url, summary
 
 from frontdesk.core import Department, ToolContext, hookimpl, tool
 
@@ -159,7 +160,10 @@ async def _measure(url: str, concurrency: int, plan: list[tuple[str, str, dict, 
     proc = subprocess.Popen(
         [sys.executable, str(BENCH / "run.py"), "--child", "jobs:runner_child", url,
          str(concurrency)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(BENCH)},
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(BENCH), os.environ.get("PYTHONPATH")) if p
+        )},
     )  # fmt: skip
     client = JobClient(settings) if JobClient is not None else None
     out: dict[str, Any] = {}
@@ -168,6 +172,8 @@ async def _measure(url: str, concurrency: int, plan: list[tuple[str, str, dict, 
         await asyncio.sleep(1.0)  # the runner's first poll and recovery pass
         for label, tool_name, args, n, rounds in plan:
             latencies, enqueue, cpu = [], [], 0.0
+            lag = LoopLag()
+            lag.start()
             for _ in range(rounds):
                 await store.count()  # the previous round's rows settled
                 before = _cpu(proc.pid)
@@ -181,7 +187,9 @@ async def _measure(url: str, concurrency: int, plan: list[tuple[str, str, dict, 
                     if r.finished_at is not None
                 ]
             jobs = n * rounds
+            lags = await lag.stop()
             out[label] = {
+                "call_loop_lag_ms": summary(lags, 1e3),
                 "jobs": jobs,
                 "finished": len(latencies),
                 "enqueue_to_commit_ms": summary(latencies, 1e3),

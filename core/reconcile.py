@@ -70,6 +70,15 @@ class Reconciler:
         return fixed
 
     async def _fix(self, task_id: int, status: str, state: str | None) -> bool:
+        if status == "running" and state is None:
+            # Running with no workflow at all: a row the runner before DBOS left. Queued
+            # again (compare-and-set), then enqueued like any other.
+            if await self.store.transition(
+                task_id, "queued", expect=("running",), note="re-queued: no workflow runs it",
+                lease_owner=None, lease_expires_at=None, started_at=None,
+            ) is None:  # fmt: skip
+                return False
+            status = "queued"
         if status == "queued" or state is None:
             workflow = await self.client.retry(task_id)
             log.info("task %s had no runnable workflow; enqueued as %s", task_id, workflow)

@@ -217,25 +217,35 @@ class Runner:
             self.jobs.pop(task_id, None)
             self.cancelled.discard(task_id)
 
-    async def _begin(self, task_id: int) -> Task | None:
-        """Mark the row running for this run (a resumed run counts as the next attempt); None
-        when the row is finished or cancelled (nothing to run)."""
+    async def _begin(self, task_id: int) -> tuple[Task | None, bool]:
+        """Mark the row running for this run: (the row, whether this run resumes an earlier
+        one of the same workflow). Compare-and-set: a queued row becomes this workflow's
+        (``lease_owner`` holds the workflow id, the note names the runner), a running row only
+        resumes under the workflow that holds it, so two workflows of one task (a retry's fork
+        made twice) never both run. (None, False) when there is nothing to run: finished,
+        cancelled, or another workflow's."""
+        from dbos import DBOS
         from sqlalchemy import literal_column
 
-        return await self.store.transition(
-            task_id,
-            "running",
-            expect=("queued", "running"),
+        workflow = DBOS.workflow_id or ""
+        values: dict[str, Any] = dict(
             note=f"started by runner {self.executor_id}",
             attempts=literal_column("attempts") + 1,
-            lease_owner=self.executor_id,
+            lease_owner=workflow,
             lease_expires_at=None,
         )
+        fresh = await self.store.transition(task_id, "running", expect=("queued",), **values)
+        if fresh is not None:
+            return fresh, False
+        again = await self.store.transition(
+            task_id, "running", expect=("running",), owner=workflow, **values
+        )
+        return again, again is not None
 
     async def _run_job(self, task_id: int) -> str:
         from frontdesk.core.durable import DurableSteps, is_cancellation
 
-        job = await self._begin(task_id)
+        job, resumed = await self._begin(task_id)
         if job is None:
             return "not runnable"
         steps = DurableSteps()
@@ -243,7 +253,7 @@ class Runner:
         if spec is None or spec.pattern != "background":
             error = f"no background tool named {job.tool!r} is loaded here"
             return await self._finish(steps, job, None, "failed", error=error)
-        if job.attempts > 1 and not spec.resumable:
+        if resumed and not spec.resumable:
             error = f"{RESTART} (not resumable)"
             return await self._finish(steps, job, spec, "failed", error=error)
         ctx = ToolContext(

@@ -113,18 +113,18 @@ def test_two_runners_one_killed_mid_job_every_job_finishes_once(db_url, tmp_path
             tool="pipeline",
         )  # fmt: skip
 
+        on_a_sql = (
+            "SELECT DISTINCT t.id FROM tasks t JOIN task_events e ON e.task_id = t.id "
+            "WHERE t.status = 'running' AND e.note = :note"
+        )
+        note = f"started by runner {a_id}"
+
         def a_mid_job() -> list[int]:
-            rows = q(
-                db_url,
-                "SELECT id FROM tasks WHERE status = 'running' AND lease_owner = :a",
-                a=a_id,
-            )
+            rows = q(db_url, on_a_sql, note=note)
             return [r[0] for r in rows if "gather" in effects_of(log, r[0])]
 
         crashkit.wait_until(a_mid_job, timeout=60, proc=a)
-        on_a = q(
-            db_url, "SELECT id FROM tasks WHERE status = 'running' AND lease_owner = :a", a=a_id
-        )
+        on_a = q(db_url, on_a_sql, note=note)
         killed_at = time.time()
         assert crashkit.kill(a)
         wait_status(db_url, ids, "succeeded", 90, b)

@@ -155,3 +155,33 @@ async def test_the_report_job_runs_as_three_recorded_steps(store, registry, sett
         "gather", "write csv", "draw chart", "frontdesk.finish",
     ]  # fmt: skip
     assert done.result["files"]["csv"].endswith(f"task{row.id}.csv")
+
+
+async def test_a_running_row_from_before_dbos_is_queued_again_and_run(store, registry, settings):
+    """A background row the home-made runner left running (an expired lease, no workflow)."""
+    row = await store.create(
+        caller="ada", tool="experiment", pattern="background", department="lab", plugin="kit",
+        args={"name": "legacy", "seconds": 0}, status="running",
+        lease_owner="runner:old:1:abc", lease_seconds=-1,
+    )  # fmt: skip
+    async with running(store, registry, settings):
+        done = await finished(store, row.id)
+    assert done.status == "succeeded" and done.attempts == 2
+    notes = [e["note"] for e in await store.events(row.id)]
+    assert "re-queued: no workflow runs it" in notes
+
+
+async def test_two_forks_of_one_retry_run_it_once(store, registry, settings, monkeypatch):
+    """A retry whose fork was made twice (two runners reconciling at once): one runs."""
+    kit.calls.clear()
+    async with running(store, registry, settings):
+        job = await queue(store, settings, "experiment", name="f", seconds=0)
+        assert (await finished(store, job.id)).status == "succeeded"
+        await store.transition(job.id, "failed", expect=("succeeded",), error="pretend")
+        await store.retry(job.id, by="operator")
+        client = client_for(settings)
+        await asyncio.gather(client.retry(job.id), client.retry(job.id))
+        done = await finished(store, job.id)
+        await asyncio.sleep(20 * settings.runner_poll_seconds)
+    assert done.status == "succeeded" and kit.calls["experiment"] == 2  # first run + one retry
+    assert (await store.get(job.id)).attempts == 2

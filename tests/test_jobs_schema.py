@@ -25,9 +25,7 @@ def test_the_pinned_schema_version_is_dbos_own():
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FRONTDESK, *args], capture_output=True, text=True, env=ENV, timeout=120
-    )
+    return subprocess.run([*FRONTDESK, *args], capture_output=True, text=True, env=ENV, timeout=120)
 
 
 @pytest.mark.backends("sqlite", "postgres")
