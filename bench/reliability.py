@@ -160,9 +160,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()), help="for the kill points")
     parser.add_argument("--calls", type=int, default=100, help="calls per process (0: skip)")
     parser.add_argument("--json", action="store_true", help="print JSON, not a table")
+    parser.add_argument("--kinds", help="only the kinds whose names contain this text")
     parser.add_argument("--quiet", action="store_true", help="no per-trial lines on stderr")
     args = parser.parse_args()
     started = time.monotonic()
+    if args.kinds:
+        for name in [k for k in KINDS if args.kinds not in k]:
+            del KINDS[name]
     results = run(args.trials, args.seed, args.calls, args.quiet)
     if args.json:
         print(json.dumps({"seed": args.seed, "results": results}, indent=2))

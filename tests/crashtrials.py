@@ -71,6 +71,10 @@ def call_back(
     """Each caller's next call, concurrently, in this process with an embedded runner (a
     restarted worker). Returns (failed expectations, transcript)."""
     events: list[dict[str, Any]] = []
+    # The restarted worker seeds a new caller's invoices as the killed one would have: a kill
+    # that lands before the caller's account existed must not leave the callback without them.
+    seed = "FRONTDESK_BILLING_SEED_INVOICES"
+    os.environ.setdefault(seed, crashkit.BASE_ENV[seed])
     scenarios = [parse_scenario({"caller": c, "steps": steps}) for c, steps in calls.items()]
     registry = crashkit.load_registry(settings)
     failures = asyncio.run(simulate(scenarios, settings, registry, events.append))
