@@ -12,6 +12,7 @@ append to (fsynced, so a kill cannot lose one), and the rows our tables keep.
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from collections import Counter
@@ -97,10 +98,28 @@ def test_a_three_step_job_killed_after_each_step_resumes_at_the_next(db_url, tmp
 
 
 def test_two_runners_one_killed_mid_job_every_job_finishes_once(db_url, tmp_path):
+    two_runners_one_killed(db_url, tmp_path)
+
+
+FAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.skipif(not FAKETIME, reason="needs libfaketime (.ci/run installs faketime)")
+def test_a_runner_an_hour_ahead_doubles_nothing_and_is_taken_over_on_time(db_url, tmp_path):
+    """The killed runner's clock is an hour ahead (libfaketime): liveness is judged by its beat
+    count on the other's monotonic clock, so the skew neither doubles a job while both live
+    nor delays the takeover."""
+    # Wall clock only: libfaketime's faked monotonic clock breaks timed waits (an hour long).
+    skew = {"LD_PRELOAD": FAKETIME[0], "FAKETIME": "+1h", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    two_runners_one_killed(db_url, tmp_path, skew)
+
+
+def two_runners_one_killed(db_url: str, tmp_path: Path, skew: dict[str, str] | None = None):
     log = tmp_path / "effects.jsonl"
     crashtrials._queue(db_url, [])  # the schema, before either runner looks at it
     env = {kit.EFFECTS: str(log), "FRONTDESK_RUNNER_CONCURRENCY": "3"}
-    a = crashkit.start("runner", "--db", db_url, takeover=TAKEOVER, **env)
+    a = crashkit.start("runner", "--db", db_url, takeover=TAKEOVER, **env, **(skew or {}))
     crashkit.wait_until(lambda: q(db_url, "SELECT 1 FROM runners"), timeout=60, proc=a)
     b = crashkit.start("runner", "--db", db_url, takeover=TAKEOVER, **env)
     try:
