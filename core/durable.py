@@ -9,7 +9,7 @@ from the task's row, so a job's code is found by tool name in the plugins this r
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dbos import DBOS
@@ -56,10 +56,6 @@ class DurableSteps:
 
     async def sleep(self, seconds: float) -> None:
         await DBOS.sleep_async(seconds)
-
-    async def record(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """Run ``fn`` as a step that DBOS records (the job's final write)."""
-        return await DBOS.run_step_async({"name": name}, fn)
 
 
 def is_cancellation(exc: BaseException) -> bool:

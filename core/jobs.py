@@ -35,7 +35,6 @@ log = logging.getLogger("frontdesk.jobs")
 APP_NAME = "frontdesk"
 QUEUE = "frontdesk-jobs"
 WORKFLOW = "frontdesk.job"
-FINISH_STEP = "frontdesk.finish"  # the recorded step that writes a job's end to its row
 SCHEMA = "dbos"  # Postgres only
 # The DBOS system schema version dbos 3.4 migrates to (tests/test_jobs_schema.py checks it
 # against dbos's own list), so `db current` can say "head" without importing dbos (~1 s).
@@ -190,12 +189,11 @@ class JobClient:
             return self._enqueue(task_id)
         latest = runs[-1]
         steps = client.list_workflow_steps(latest.workflow_id)
-        # The first step that raised; else the final write (the tool failed between steps,
-        # and its code after the last finished step runs again); else after the last step.
+        # The first step that raised; else after the last step (the tool failed between
+        # steps, and its code after the last finished step runs again).
         failed = [s["function_id"] for s in steps if s.get("error") is not None]
-        final = [s["function_id"] for s in steps if s.get("function_name") == FINISH_STEP]
         last = max((s["function_id"] for s in steps), default=0) + 1
-        start = (failed or final or [last])[0]
+        start = (failed or [last])[0]
         handle = client.fork_workflow(
             latest.workflow_id, start, application_version=self.version, queue_name=QUEUE
         )

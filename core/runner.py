@@ -6,8 +6,8 @@ It loads the same plugins as the call processes and talks to them only through t
 A job is a ``tasks`` row plus a DBOS workflow (core/durable.py) whose id is derived from the
 task's (core/jobs.py). DBOS keeps the queue, the steps a job finished (``ctx.step``), its
 durable sleeps and which executor runs what; this runner keeps our rows the truth callers and
-operators read: ``running`` when a run starts, the result or error once, written by a recorded
-final step that is compare-and-set on ``running`` (so a re-run of that step cannot double it).
+operators read: ``running`` when a run starts, the result or error once, compare-and-set on
+``running`` (a run resumed after that write finds the row finished and does nothing).
 
 Beside the jobs a runner:
 - beats and takes over dead runners' work (core/takeover.py);
@@ -52,6 +52,8 @@ log = logging.getLogger("frontdesk.runner")
 # How long a stopping runner waits for its cancelled jobs (they stay pending in DBOS, and
 # this runner's restart, or another runner, resumes them after their last finished step).
 STOP_GRACE_SECONDS = 5.0
+# How often a runner looks at its running jobs' rows for a cancel.
+WATCH_SECONDS = 1.0
 
 
 class Runner:
@@ -108,7 +110,6 @@ class Runner:
             "executor_id": self.executor_id,
             "application_version": version,
             "log_level": "WARNING",
-            "notification_listener_polling_interval_sec": 0.1,
             "scheduler_polling_interval_sec": 3600.0,
         }
         DBOS(config=config)
@@ -159,8 +160,9 @@ class Runner:
     # -- the loops -------------------------------------------------------------------------
 
     async def _watch(self, stop: asyncio.Event) -> None:
-        """Stop a job whose row was cancelled (by its caller or an operator) at once."""
-        while await every(self.settings.runner_poll_seconds, stop):
+        """Stop a job whose row was cancelled (by its caller or an operator) within
+        ``WATCH_SECONDS`` (a job that uses ``ctx.step`` stops sooner: DBOS cancels the step)."""
+        while await every(WATCH_SECONDS, stop):
             if not self.jobs:
                 continue
             try:
@@ -225,12 +227,13 @@ class Runner:
         made twice) never both run. (None, False) when there is nothing to run: finished,
         cancelled, or another workflow's."""
         from dbos import DBOS
-        from sqlalchemy import literal_column
+
+        from frontdesk.db.hotpath import Add
 
         workflow = DBOS.workflow_id or ""
         values: dict[str, Any] = dict(
             note=f"started by runner {self.executor_id}",
-            attempts=literal_column("attempts") + 1,
+            attempts=Add(1),
             lease_owner=workflow,
             lease_expires_at=None,
         )
@@ -296,31 +299,29 @@ class Runner:
         return await self._finish(steps, job, spec, "failed", error=error)
 
     async def _finish(self, steps: Any, job: Task, spec: Any, status: str, **values: Any) -> str:
-        """The job's end, written once: a recorded step, compare-and-set on ``running``.
+        """The job's end, written once: compare-and-set on ``running``.
 
-        Through a database outage the write is retried for as long as the job's own timeout
-        allows (at least ``RECORD_RETRY_SECONDS``; no limit for a job without one), and DBOS
-        waits for its own tables meanwhile, so a finished job is never re-run while its runner
-        lives. Its retry after a crash finds the row finished and writes nothing."""
+        Not a DBOS step (a step costs two more writes to DBOS's tables): a run that resumes
+        after this write finds the row finished and does nothing (``_begin``), so the end is
+        written once whether or not DBOS recorded the workflow's own end. Through a database
+        outage the write is retried for as long as the job's own timeout allows (at least
+        ``RECORD_RETRY_SECONDS``; no limit for a job without one), and DBOS waits for its own
+        tables meanwhile, so a finished job is never re-run while its runner lives."""
         timeout = getattr(spec, "timeout", None)
         retry_for = None if timeout is None else max(timeout, RECORD_RETRY_SECONDS)
-
-        async def write() -> str:
-            done = await record(
-                self.store,
-                job.id,
-                status,
-                expect=("running",),
-                note=values.get("error"),
-                retry_seconds=retry_for,
-                **values,
-            )
-            return status if done is not None else "already closed"
-
-        outcome = await steps.record(jobnames.FINISH_STEP, write)
-        if outcome != status:
+        done = await record(
+            self.store,
+            job.id,
+            status,
+            expect=("running",),
+            note=values.get("error"),
+            retry_seconds=retry_for,
+            **values,
+        )
+        if done is None:
             log.info("job %s was cancelled or closed before it finished here", job.id)
-        return str(outcome)
+            return "already closed"
+        return status
 
     # -- in-turn rows left by dead call processes ------------------------------------------
 

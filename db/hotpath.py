@@ -37,6 +37,16 @@ Processor = Callable[[Any], Any] | None
 Condition = tuple[str, str, Any]
 
 _BINARY = ("=", "<", ">=", "LIKE")
+
+
+class Add:
+    """A value that adds to the column instead of replacing it (``attempts`` + 1), on either
+    path: ``HotSql.update`` writes ``col = col + ?``, the Core path ``col + n``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
 _tasks = TaskRow.__table__
 _events = TaskEventRow.__table__
 
@@ -147,12 +157,17 @@ class HotSql:
     ) -> tuple[str, list[Any]]:
         """UPDATE tasks SET ``values`` WHERE every condition holds, RETURNING the task (or
         just the ``returning`` columns)."""
-        key = ("update", tuple(values), tuple((c, o) for c, o, _ in where), tuple(returning or ()))
+        adds = tuple(isinstance(v, Add) for v in values.values())
+        key = ("update", tuple(values), adds, tuple((c, o) for c, o, _ in where))
+        key += (tuple(returning or ()),)
         key += tuple(len(v) for _, o, v in where if o == "in")
         sql = self._cache.get(key)
         if sql is None:
             self._check([*values, *(c for c, _, _ in where), *(returning or ())])
-            sets = ", ".join(f"{self._q[c]} = ?" for c in values)
+            sets = ", ".join(
+                f"{self._q[c]} = {self._q[c]} + ?" if add else f"{self._q[c]} = ?"
+                for c, add in zip(values, adds, strict=True)
+            )
             terms = self._where(where)
             back = (
                 " RETURNING " + ", ".join(self._q[c] for c in returning)
@@ -160,7 +175,7 @@ class HotSql:
                 else self._returning
             )
             sql = self._cache[key] = f"UPDATE {self._table} SET {sets} WHERE {terms}{back}"
-        params = [self._param(k, v) for k, v in values.items()]
+        params = [v.n if isinstance(v, Add) else self._param(k, v) for k, v in values.items()]
         return sql, self._where_params(where, params)
 
     def select(
@@ -215,4 +230,4 @@ async def read(engine: AsyncEngine, fn: Callable[[sqlite3.Connection], Any]) -> 
             raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
 
 
-__all__ = ["HotSql", "hot_write", "read"]
+__all__ = ["Add", "HotSql", "hot_write", "read"]

@@ -32,7 +32,7 @@ from frontdesk.db.engine import (
     settle_driver_threads,
 )
 from frontdesk.db.errors import NotCancellable, StoreUnavailable
-from frontdesk.db.hotpath import Condition, HotSql, hot_write
+from frontdesk.db.hotpath import Add, Condition, HotSql, hot_write
 from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
@@ -300,6 +300,7 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         if hot is not None and not any(isinstance(v, ClauseElement) for v in values.values()):
             sql, params = hot.update(values, where)
             return await self._writer.run_raw(hot_write(hot, sql, params, now, note))
+        values = {k: tasks.c[k] + v.n if isinstance(v, Add) else v for k, v in values.items()}
         stmt = update(tasks).where(*_sa_where(where)).values(**values).returning(*tasks.c)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:

@@ -67,9 +67,9 @@ async def in_status(store: Any, task_id: int, status: str, timeout: float = 30.0
 async def start_job(store: Any, task_id: int, owner: str = "runner-test-0") -> Any:
     """What a runner's first write for a job is (core/runner.py ``_begin``), for tests that
     need a running background row without running it."""
-    from sqlalchemy import literal_column
+    from frontdesk.db.hotpath import Add
 
     return await store.transition(
         task_id, "running", expect=("queued", "running"), note=f"started by runner {owner}",
-        attempts=literal_column("attempts") + 1, lease_owner=owner, lease_expires_at=None,
+        attempts=Add(1), lease_owner=owner, lease_expires_at=None,
     )  # fmt: skip

@@ -166,6 +166,7 @@ def two_runners_one_killed(db_url: str, tmp_path: Path, skew: dict[str, str] | N
     for task_id in taken:
         starts = [e for e in kit.effects(log) if e.get("task") == task_id and e["pid"] == b.pid]
         resumed.append(min(e["at"] for e in starts) - killed_at)
+    print(f"taken over after {', '.join(f'{r:.2f}' for r in sorted(resumed))} s")  # -s shows it
     assert max(resumed) <= TAKEOVER + 1.5, resumed
     assert q(db_url, "SELECT state FROM runners WHERE executor_id = :a", a=a_id) == [("gone",)]
 
