@@ -185,8 +185,7 @@ class Runner:
         while True:
             if not await self.sweeper.beat():
                 log.critical(
-                    "runner %s was taken over by another runner (its heartbeat stopped "
-                    "reaching the database); stopping",
+                    "runner %s: another process holds this runner's id; stopping",
                     self.executor_id,
                 )
                 stop.set()

@@ -12,9 +12,10 @@ that process's launch. So each runner:
   has its pending workflows put back on their queue (``reenqueue`` keyed on the dead executor,
   so two sweepers, or a sweeper and the dead runner's own restart, resume a workflow once).
 
-A sweeper that could not beat itself (the database was away) waits a whole bound of good beats
-before judging anyone: after an outage every runner's count stood still, and the live ones must
-get the time to beat again. The bound (``FRONTDESK_RUNNER_TAKEOVER_SECONDS``, default 30) is
+A sweeper that could not beat itself (the database was away) waits two thirds of the bound of
+good beats before judging anyone: after an outage every runner's count stood still, and the live
+ones must get the time to beat again. A runner judged dead while alive (stalled for the bound)
+takes its id back at its next beat and goes on. The bound (``FRONTDESK_RUNNER_TAKEOVER_SECONDS``, default 30) is
 the longest a dead runner's job waits.
 """
 
@@ -87,9 +88,22 @@ class Sweeper:
         return self.bound * 2 / 3
 
     async def beat(self) -> bool:
-        """One heartbeat; False when this runner's id was taken over (it must stop)."""
+        """One heartbeat; False when another process holds this runner's id (it must stop).
+
+        A runner judged dead while it lived (its loop or the database stalled for the bound)
+        takes its id back and goes on: the jobs it was running may meanwhile have been resumed
+        elsewhere, the at-least-once case every step is keyed for."""
         try:
             held = await self.store.beat(self.me)
+            if not held:
+                held = await self.store.revive_runner(self.me, os.getpid())
+                if held:
+                    log.warning(
+                        "runner %s was judged dead by another runner (no heartbeat for the "
+                        "bound); it takes its id back, and jobs it was running may have been "
+                        "resumed elsewhere",
+                        self.me,
+                    )
         except Exception as exc:
             if self.healthy_since is not None:
                 log.warning("runner %s: heartbeat not recorded (%s); will retry", self.me, exc)

@@ -93,6 +93,20 @@ class Runners:
 
         return await self._writer.run(write)
 
+    async def revive_runner(self, executor_id: str, pid: int) -> bool:
+        """Take this process's id back after another runner judged it dead (its heartbeat
+        stood still for the bound): False if another process holds the id now."""
+        stmt = (
+            update(runners_t)
+            .where(runners_t.c.executor_id == executor_id, runners_t.c.pid == pid)
+            .values(state=RUNNING, beats=runners_t.c.beats + 1)
+        )
+
+        async def write(conn: AsyncConnection, events: list[Any]) -> bool:
+            return (await conn.execute(stmt)).rowcount == 1
+
+        return await self._writer.run(write)
+
     async def mark_runner(
         self, executor_id: str, state: str, *, beats: int | None = None, pid: int | None = None
     ) -> bool:

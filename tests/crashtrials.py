@@ -349,9 +349,18 @@ def two_processes(url: str, tmp: Path, *, calls: int = 100) -> Outcome:
     for name in ("p1", "p2"):
         path = crashkit.write_scenario(tmp / f"{name}.yaml", **_many_calls(name))
         procs.append(
+            # The production bound: 100 calls on one loop can hold a heartbeat for seconds.
             crashkit.start(
-                "simulate", str(path), "--json", "--callers", str(calls), "--db", url, lease=30
-            )
+                "simulate",
+                str(path),
+                "--json",
+                "--callers",
+                str(calls),
+                "--db",
+                url,
+                lease=30,
+                takeover=30,
+            )  # fmt: skip
         )
     outputs = [crashkit.finish(p, timeout=300) for p in procs]
     out.details["returncodes"] = [p.returncode for p in procs]

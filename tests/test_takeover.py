@@ -3,6 +3,7 @@ and when. The real thing (runner processes SIGKILLed) is in test_crash_durable.p
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -43,6 +44,15 @@ class Registry:
         if self.down:
             raise OSError("database down")
         return list(self.rows.values())
+
+    async def revive_runner(self, executor: str, pid: int) -> bool:
+        row = self.rows[executor]
+        if row.pid != pid:
+            return False
+        self.rows[executor] = RunnerInfo(
+            row.executor_id, row.host, row.pid, row.version, RUNNING, row.beats + 1
+        )
+        return True
 
     async def mark_runner(self, executor: str, state: str, *, beats: int | None = None) -> bool:
         row = self.rows[executor]
@@ -150,12 +160,15 @@ async def test_a_runner_that_beat_after_the_scan_keeps_its_id(clock):
     assert reg.rows["other"].state == RUNNING
 
 
-async def test_a_runner_taken_over_learns_it_at_its_next_beat():
+async def test_a_runner_judged_dead_while_alive_takes_its_id_back(caplog):
     reg = Registry()
     reg.add("me")
     s = sweeper(reg, [])
     assert await s.beat() is True
-    reg.rows["me"] = RunnerInfo("me", "h", 1, "1", GONE, 5)
+    reg.rows["me"] = RunnerInfo("me", "h", os.getpid(), "1", GONE, 5)
+    assert await s.beat() is True and reg.rows["me"].state == RUNNING
+    assert "judged dead by another runner" in caplog.text
+    reg.rows["me"] = RunnerInfo("me", "h", os.getpid() + 1, "1", GONE, 7)  # another process's
     assert await s.beat() is False
 
 
