@@ -347,7 +347,12 @@ def _lose(registry: Registry, *, loser: PluginInfo, winner: PluginInfo | None, n
         why = f"the one from plugin {who!r}, which was loaded first and wins"
     loser.errors.append(f"tool {name!r} conflicts with {why}")
     registry.conflicts.append(
-        {"kind": "tool", "name": name, "winner": winner.name if winner else "?", "loser": loser.name}
+        {
+            "kind": "tool",
+            "name": name,
+            "winner": winner.name if winner else "?",
+            "loser": loser.name,
+        }
     )
     log.warning("tool %r: plugin %s loses to %s", name, loser.name, winner.name if winner else "?")
 

@@ -19,7 +19,6 @@ from pydantic_settings import BaseSettings
 from frontdesk.agents.programs.scenario import parse_scenario
 from frontdesk.agents.programs.simulate import simulate
 from frontdesk.core import Department, ToolContext, ToolError, hookimpl, host, tool
-from frontdesk.core.settings import Settings
 from frontdesk.core.wording import task_noun
 
 received: list[dict] = []
