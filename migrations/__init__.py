@@ -40,6 +40,9 @@ def alembic_config(branch: Branch = CORE, *, url: str | None = None, connection:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(HERE))
+    # One folder, split on nothing: a plugin installed under a path with a space or a comma
+    # would otherwise be read as two folders (and alembic warns about the legacy split).
+    cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("version_locations", str(branch.versions))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))

@@ -21,8 +21,9 @@ from typing import Any
 import typer
 
 from frontdesk.agents.programs.exits import fail
+from frontdesk.core.errors import FrontdeskError
 
-app = typer.Typer(help="Plugins: list, install, uninstall.", no_args_is_help=True)
+app = typer.Typer(help="Plugins: list, install, uninstall, new.", no_args_is_help=True)
 
 # Unknown options go straight to pip (--no-deps, --index-url, --no-build-isolation, ...).
 PIP_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -287,6 +288,30 @@ def uninstall(
             f"or next time uninstall with --drop-tables; `frontdesk db current` shows the branch "
             "as orphaned meanwhile."
         )
+
+
+@app.command("new")
+def new(
+    name: str = typer.Argument(..., help="The plugin's name: also its desk's, e.g. reservations."),
+    into: Path = typer.Option(Path("."), "--dir", help="Where to create frontdesk-NAME/."),
+) -> None:
+    """Write a new plugin package: a desk with one tool per pattern, settings, a table and its
+    migration, a doctor check, a scenario and pytest tests (frontdesk.testing)."""
+    from frontdesk.agents.programs.scaffold import scaffold
+    from frontdesk.core.host import builtin_names
+
+    try:
+        root = scaffold(name, into, builtin_names())
+    except FrontdeskError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(
+        f"created {root}: a {name} desk with one tool per pattern, its settings, table,\n"
+        "migration, doctor check, a scenario and tests. Next:\n"
+        f"  cd {root}\n"
+        "  pip install -e '.[test]'      # or: frontdesk plugins install -e .\n"
+        "  pytest\n"
+        f"  frontdesk simulate scenarios/{name}.yaml"
+    )
 
 
 def leftovers(plugins: set[str], url: str) -> list[tuple[str, str, list[str], Path]]:
