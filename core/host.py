@@ -130,12 +130,15 @@ def _missing_desk(registry: Registry, name: str) -> tuple[str, bool]:
     """(the line that says why desk ``name`` is not open, whether it is fatal)."""
     where = registry.profile.key("departments", name)
     everyone = [*registry.plugins.values(), *registry.skipped]
-    down = [p for p in everyone if p.status != "loaded" and (p.errors or p.skipped)]
+    down = [p for p in everyone if p.status != "loaded"]
     own = next((p for p in down if p.name == name), None)
     if own is not None:
         return f"{where}: desk not open: plugin {name!r} {_why_down(own)}", False
-    if down:
-        which = "; ".join(f"{p.name!r} {_why_down(p)}" for p in down)
+    # A plugin that failed may have been this desk's; one the operator chose to skip (the
+    # allow- or deny-list) is not a reason to let a misspelt desk pass.
+    failed = [p for p in down if p.status == "failed"]
+    if failed:
+        which = "; ".join(f"{p.name!r} {_why_down(p)}" for p in failed)
         return f"{where}: desk not open; it may be a plugin's that did not load: {which}", False
     known = ", ".join([TRIAGE, *registry.departments]) or "none"
     return f"{where}: no such department (known: {known})", True

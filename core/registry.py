@@ -53,8 +53,9 @@ class PluginInfo:
 
     def to_json(self, registry: Registry) -> dict[str, Any]:
         tools: dict[str, list[str]] = {}  # department (or "*") -> this plugin's tools there
+        mine = self.status == "loaded"  # a skipped plugin of a taken name owns nothing
         for name, spec in registry.tools.items():
-            if spec.plugin == self.name:
+            if mine and spec.plugin == self.name:
                 for dept in sorted(registry.tool_departments.get(name, ())):
                     tools.setdefault(dept, []).append(name)
         return {
@@ -67,7 +68,7 @@ class PluginInfo:
             "skipped": self.skipped,
             "hooks": self.hooks,
             "departments": sorted(
-                d.name for d in registry.departments.values() if d.plugin == self.name
+                d.name for d in registry.departments.values() if mine and d.plugin == self.name
             ),
             "tools": tools,
             "commands": self.commands,

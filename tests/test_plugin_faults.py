@@ -13,6 +13,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from frontdesk.agents.programs import cli_db, cli_plugins
@@ -116,22 +117,27 @@ def two(tmp_path, monkeypatch):
     return tmp_path / "two.db"
 
 
+@pytest.mark.backends("sqlite", "postgres")
 async def test_a_failing_migration_withdraws_its_plugin_and_everything_else_runs(
     two, settings, transcript
 ):
-    url = f"sqlite+aiosqlite:///{two}"
-    settings = settings.model_copy(update={"database_url": url, "load_plugins": None})
+    settings = settings.model_copy(update={"load_plugins": None})
     registry = host.load(settings)
     store = await open_store(settings.database_url, registry)
-    await store.close()
+    try:
+        async with store.read_engine.connect() as conn:
+            names = set(await conn.run_sync(lambda c: sa.inspect(c).get_table_names()))
+    finally:
+        await store.close()
     info = registry.plugins["alpha"]
     assert info.status == "failed"
-    assert info.failure.startswith("migration alpha_0002 failed: no such table: no_such_table")
+    assert info.failure.startswith("migration alpha_0002 failed: ")
+    assert "no_such_table" in info.failure and "\n" not in info.failure
     assert "alpha" not in registry.departments and "alpha_count" not in registry.tools
     assert "omega" in registry.departments
     # Nothing of alpha's branch stays (rolled back whole); omega's and core's are there.
-    assert {"omega_rows", "alembic_version_omega", "tasks"} <= tables(two)
-    assert "alpha_rows" not in tables(two) and "alembic_version_alpha" not in tables(two)
+    assert {"omega_rows", "alembic_version_omega", "tasks"} <= names
+    assert "alpha_rows" not in names and "alembic_version_alpha" not in names
     scenario = parse_scenario(
         {
             "caller": "ann",
@@ -201,7 +207,9 @@ def test_a_missing_migrations_folder_is_a_failed_plugin(tmp_path, monkeypatch):
 async def test_a_profile_naming_the_desk_of_a_plugin_that_failed_is_a_warning(
     tmp_path, monkeypatch, transcript
 ):
-    eps = [*host.entry_points(group="frontdesk")]
+    eps = [
+        ep for ep in host.entry_points(group="frontdesk") if ep.dist and ep.dist.name == "frontdesk"
+    ]
     eps.append(EntryPoint(name="reservations", value="fd_gone_module", group="frontdesk"))
     monkeypatch.setattr(host, "entry_points", lambda group: list(eps))
     profile = tmp_path / "frontdesk.toml"

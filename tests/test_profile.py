@@ -112,7 +112,7 @@ def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, toml, wante
         argv += ["--db", f"sqlite:///{tmp_path}/x.db"]
     done = subprocess.run(
         [*FRONTDESK, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""},
     )  # fmt: skip
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
@@ -122,7 +122,7 @@ def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, toml, wante
 
 def test_an_unknown_desk_stops_calls_but_not_the_commands_that_diagnose(tmp_path):
     (tmp_path / "frontdesk.toml").write_text("[departments.dentistry]\nenabled = false\n")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""}
     wanted = "frontdesk.toml: departments.dentistry: no such department (known: triage, "
 
     def run(*argv):
@@ -153,7 +153,7 @@ def test_an_unknown_desk_stops_calls_but_not_the_commands_that_diagnose(tmp_path
 
 def test_a_bad_plugin_setting_in_the_profile_stops_calls_and_shows_in_plugins_list(tmp_path):
     (tmp_path / "frontdesk.toml").write_text('[plugins.search]\ncolour = "blue"\n')
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""}
     wanted = "frontdesk.toml: plugins.search.colour: unknown key"
     sim = subprocess.run(
         [*FRONTDESK, "simulate", str(ROOT / "examples/calls/smoke.yaml"), "--db", f"sqlite:///{tmp_path}/x.db"],

@@ -127,6 +127,7 @@ def to_tables(*replies):
     return {"user": "a table please", "llm": [{"tools": [{"transfer_to_tables": {}}]}, *replies]}
 
 
+@pytest.mark.backends("sqlite", "postgres")
 async def test_typed_arguments_reach_the_tool_typed_and_are_stored_as_json(
     settings, tables, store, transcript
 ):
@@ -153,6 +154,7 @@ async def test_typed_arguments_reach_the_tool_typed_and_are_stored_as_json(
     assert row.result == "Booked Ana for Friday at 19:30, deposit 12.51."
 
 
+@pytest.mark.backends("sqlite", "postgres")
 async def test_a_background_job_gets_its_arguments_typed_from_the_stored_json(
     settings, tables, store, transcript
 ):
@@ -164,7 +166,14 @@ async def test_a_background_job_gets_its_arguments_typed_from_the_stored_json(
         [
             to_tables({"say": "Tables here."}),
             {"user": "hold one", "llm": [{"tools": [{"hold_table": wanted}]}, {"say": "Held."}]},
-            {"wait": {"task": "hold_table", "status": "succeeded", "timeout": 20}},
+            {
+                "wait": {
+                    "task": "hold_table",
+                    "status": "succeeded",
+                    "delivered": True,
+                    "timeout": 20,
+                }
+            },
             {"expect": {"said": "held for Ana"}},
         ],
     )
@@ -189,7 +198,7 @@ async def test_a_background_tool_error_is_told_in_its_followup_with_its_noun(
         [
             to_tables({"say": "Tables here."}),
             {"user": "hold one", "llm": [{"tools": [{"hold_table": bad}]}, {"say": "Holding."}]},
-            {"wait": {"task": "hold_table", "status": "failed", "timeout": 20}},
+            {"wait": {"task": "hold_table", "status": "failed", "delivered": True, "timeout": 20}},
             {"expect": {"said": "table hold .*did not complete"}},
             {"expect": {"said": "No table is free for that deposit on Friday"}},
         ],
@@ -340,3 +349,63 @@ def test_the_built_in_wins_a_tool_name_whatever_the_hook_order(settings, plugin)
     assert {"kind": "tool", "name": "task_status", "winner": "tasks", "loser": "impostor"} in (
         registry.conflicts
     )
+
+
+# -- card numbers, typed or not, never reach a row -------------------------------------------
+
+
+@tool(pattern="interruptible")
+async def remember(ctx: ToolContext, note: str, account: int, when: date) -> str:
+    """Remember a note."""
+    return f"noted for {when:%d %B}"
+
+
+@tool(pattern="background")
+async def remember_later(ctx: ToolContext, account: int) -> str:
+    """Remember a number later."""
+    return "noted"
+
+
+async def test_card_numbers_are_masked_in_typed_arguments_and_refused_for_jobs(
+    settings, store, transcript
+):
+    class Notes:
+        @hookimpl
+        def register_tools(self, register: Callable) -> None:
+            register(remember, departments="*")
+            register(remember_later, departments="*")
+
+    registry = host.load(settings, extra=[("notes", Notes())])
+    card = "4111 1111 1111 1111"
+    failures = await play(
+        settings,
+        registry,
+        transcript,
+        [
+            {
+                "user": "note it",
+                "llm": [
+                    {
+                        "tools": [
+                            {
+                                "remember": {
+                                    "note": f"card {card}",
+                                    "account": 4111111111111111,
+                                    "when": "2031-06-06",
+                                }
+                            }
+                        ]
+                    },
+                    {"tools": [{"remember_later": {"account": 4111111111111111}}]},
+                    {"say": "Done."},
+                ],
+            },
+            {"expect": {"task": "remember", "status": "succeeded"}},
+            {"expect": {"task": "remember_later", "status": "failed"}},
+        ],
+    )
+    assert failures == []
+    [row] = await store.list(caller="ana", tool="remember")
+    assert row.args == {"note": "card ****1111", "account": "****1111", "when": "2031-06-06"}
+    [job] = await store.list(caller="ana", tool="remember_later")
+    assert "4111" not in str(job.args) and job.error.startswith("For your security")

@@ -98,7 +98,9 @@ def _table(rows: list[dict[str, Any]], conflicts: list[dict[str, str]], profile:
         tools = "\n".join(f"{dept}: {', '.join(names)}" for dept, names in row["tools"].items())
         if row["commands"]:
             tools = "\n".join(filter(None, [tools, f"commands: {', '.join(row['commands'])}"]))
-        problems = Text("\n".join(row["errors"]), style="red")
+        # The errors themselves follow the table, each on one unwrapped line to copy or grep.
+        count = len(row["errors"])
+        problems = Text(f"{count} (below)" if count else "", style="red")
         if row["skipped"] and row["skipped"] not in row["errors"]:
             problems = Text(f"skipped: {row['skipped']}", style="dim")
         status = "FAIL" if row["status"] == "failed" else row["status"]
@@ -113,12 +115,16 @@ def _table(rows: list[dict[str, Any]], conflicts: list[dict[str, str]], profile:
         )
     console = Console()
     console.print(table)
+    for row in rows:
+        for error in row["errors"]:
+            console.print(Text.assemble((f"{row['name']}: ", "red"), error), soft_wrap=True)
     for c in conflicts:
         console.print(
-            f"[yellow]conflict:[/] {c['kind']} {c['name']!r}: {c['winner']} wins over {c['loser']}"
+            f"[yellow]conflict:[/] {c['kind']} {c['name']!r}: {c['winner']} wins over {c['loser']}",
+            soft_wrap=True,
         )
     for line in profile:
-        console.print(Text.assemble(("profile: ", "yellow"), line))
+        console.print(Text.assemble(("profile: ", "yellow"), line), soft_wrap=True)
 
 
 @app.command(context_settings=PIP_PASSTHROUGH)
