@@ -43,8 +43,20 @@ def annotation(fn: Callable[..., Any], param: inspect.Parameter) -> Any:
         ) from None
 
 
+def storable(model: type[BaseModel]) -> bool:
+    """Whether every argument has a JSON form both ways (checked on the whole model: every
+    command that loads plugins pays for this)."""
+    try:
+        model.model_json_schema(mode="validation")
+        model.model_json_schema(mode="serialization")
+    except Exception:
+        return False
+    return True
+
+
 def unstorable(fn: Callable[..., Any]) -> list[str]:
-    """Why a parameter cannot be validated from JSON or stored as JSON, one line each."""
+    """Why a parameter cannot be validated from JSON or stored as JSON, one line each: each
+    parameter tried on its own, to name the one at fault."""
     found = []
     for param in parameters(fn):
         try:

@@ -88,15 +88,22 @@ class ToolSpec:
             found.append(f"tool {self.name!r}: noun must be a few words, e.g. noun='booking'")
         if found:
             return found
-        found += [f"tool {self.name!r}: {p}" for p in arguments.unstorable(self.fn)]
+        try:
+            fits = arguments.storable(self.model())
+        except Exception:  # an annotation that cannot be resolved or validated
+            fits = False
+        if not fits:
+            found += [f"tool {self.name!r}: {p}" for p in arguments.unstorable(self.fn)]
+            if not found:  # every parameter alone is fine: a default that does not fit, say
+                try:
+                    arguments.storable(arguments.build_model(self.name, self.fn))
+                except Exception as exc:
+                    found.append(
+                        f"tool {self.name!r} has parameters that cannot be described: {exc}"
+                    )
         if self.precheck is not None and not found:
             if (problem := arguments.precheck_problem(self.precheck, self.fn)) is not None:
                 found.append(f"tool {self.name!r}: {problem}")
-        if not found:
-            try:
-                self.model()
-            except Exception as exc:  # a default that does not fit its type, say
-                found.append(f"tool {self.name!r} has parameters that cannot be described: {exc}")
         return found
 
     def model(self) -> type[BaseModel]:
