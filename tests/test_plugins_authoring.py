@@ -15,6 +15,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -87,6 +88,15 @@ def test_every_console_block_of_the_docs_runs(venv, tmp_path):
                     words = line.split()
                     if words[:1] in (["import"], ["from"]) and words[1].startswith("frontdesk."):
                         assert words[1] in ("frontdesk.core", "frontdesk.testing"), line
+            # It is lint-clean with its own settings (the ruff frontdesk uses, strict rules).
+            for args in (["check", "--select", "E,F,I,UP,B", "."], ["format", "--check", "."]):
+                lint = subprocess.run(
+                    [sys.executable, "-m", "ruff", *args],
+                    cwd=package,
+                    capture_output=True,
+                    text=True,
+                )
+                assert lint.returncode == 0, lint.stdout + lint.stderr
             again = venv.frontdesk("plugins", "new", "reservations", "--dir", str(package.parent))
             assert again.returncode == 2 and "already exists" in again.stderr
             listed = json.loads(venv.frontdesk("plugins", "list", "--json").stdout)
