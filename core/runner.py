@@ -217,6 +217,7 @@ class Runner:
                 job, "failed", error=f"no background tool named {job.tool!r} is loaded here"
             )
             return
+        config = self.registry.configs.get(spec.plugin or "")
         ctx = ToolContext(
             caller=job.caller,
             session_id=job.session_id,
@@ -225,11 +226,12 @@ class Runner:
             idempotency_key=f"job-{job.id}",
             store=self.store,
             hook=self.registry.pm.hook,
-            config=self.registry.configs.get(spec.plugin or ""),
+            config=config,
         )
         try:
-            # Validated again here: the row may predate a change to the tool's signature.
-            args = spec.validate(dict(job.args or {}))
+            # The row holds JSON; validating it again gives the tool its typed arguments (a
+            # date, a Decimal, a model), and catches a row that predates a signature change.
+            args = spec.validate(dict(job.args or {}), config)
         except ToolError as exc:
             await self._finish(job, "failed", error=stored_error(str(exc)))
             return
