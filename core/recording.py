@@ -113,6 +113,8 @@ def stored_args(spec: ToolSpec, raw: Any) -> dict[str, Any]:
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [str(value)]  # a card number typed as an int is still a card number
     if isinstance(value, dict):
         return [s for v in value.values() for s in _strings(v)]
     if isinstance(value, list | tuple):
@@ -134,13 +136,16 @@ def job_args_problem(args: dict[str, Any]) -> str | None:
 
 
 def to_jsonable(value: Any) -> Any:
-    """A tool's result as it may be stored and read by the LLM: plain JSON, card numbers and
-    named security codes masked (a tool may echo what the caller said). NaN and infinities
-    (which Postgres JSON refuses) become null. Never raises: what JSON cannot hold (tuple
-    keys, cycles) is kept as text, because a result that cannot be recorded would leave its
-    row running and its job re-run."""
+    """A tool's result as it may be stored and read by the LLM: plain JSON (pydantic's JSON
+    mode: a date as ISO text, a model or dataclass as an object, a Decimal as text), card
+    numbers and named security codes masked (a tool may echo what the caller said). NaN and
+    infinities (which Postgres JSON refuses) become null. Never raises: what JSON cannot hold
+    (tuple keys, cycles) is kept as text, because a result that cannot be recorded would leave
+    its row running and its job re-run."""
+    from pydantic_core import to_jsonable_python
+
     try:
-        text = json.dumps(value, default=str)
+        text = json.dumps(to_jsonable_python(value, fallback=str))
     except (TypeError, ValueError):
         text = json.dumps(str(value))
     return mask_secrets(json.loads(text, parse_constant=lambda _c: None))

@@ -258,6 +258,7 @@ class Runner:
         if resumed and not spec.resumable:
             error = f"{RESTART} (not resumable)"
             return await self._finish(steps, job, spec, "failed", error=error)
+        config = self.registry.configs.get(spec.plugin or "")
         ctx = ToolContext(
             caller=job.caller,
             session_id=job.session_id,
@@ -266,12 +267,13 @@ class Runner:
             idempotency_key=f"job-{job.id}",
             store=self.store,
             hook=self.registry.pm.hook,
-            config=self.registry.configs.get(spec.plugin or ""),
+            config=config,
             durable=steps,
         )
         try:
-            # Validated again here: the row may predate a change to the tool's signature.
-            args = spec.validate(dict(job.args or {}))
+            # The row holds JSON; validating it again gives the tool its typed arguments (a
+            # date, a Decimal, a model), and catches a row that predates a signature change.
+            args = spec.validate(dict(job.args or {}), config)
         except ToolError as exc:
             return await self._finish(steps, job, spec, "failed", error=stored_error(str(exc)))
         work = asyncio.ensure_future(execute(spec, ctx, args))

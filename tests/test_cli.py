@@ -331,6 +331,7 @@ def test_every_readme_command_works_after_make_demo(tmp_path):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FRONTDESK_", "LIVEKIT_"))}
     env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}
+    env["FRONTDESK_LOAD_PLUGINS"] = ""  # the demo's desks only: nothing else installed here
     demo_env = {
         **env,
         "FRONTDESK_PROFILE": "examples/demo/frontdesk.toml",

@@ -129,7 +129,21 @@ def test_followup_wording(store):
         **base,
     )
     assert "report (reference 7) is done: All good." in followup_instructions(ok)
-    assert "did not complete (failed: interrupted by restart)" in followup_instructions(bad)
+    # frontdesk's own errors are for operators: the caller hears that it did not complete.
+    told = followup_instructions(bad)
+    assert "report (reference 8) did not complete." in told and "restart" not in told
+    # A ToolError's text was written for the caller: it is what they are told.
+    refused = Task(
+        id=9,
+        tool="generate_report",
+        status="failed",
+        result=None,
+        error="The archive is closed on Sundays.",
+        **base,
+    )
+    assert "The reason, to tell them: The archive is closed on Sundays." in (
+        followup_instructions(refused)
+    )
     assert task_noun("generate_report") == "report" and task_noun("pay_invoice") == "pay invoice"
 
 

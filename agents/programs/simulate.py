@@ -327,15 +327,20 @@ class CallDriver:
             await self.settle()
             return
         deadline = time.monotonic() + float(spec.get("timeout", 10))
+        wanted = spec.get("status")
+        told = spec.get("delivered")
         while True:
             task = await self.latest(spec["task"])
-            if task is not None and task.status == spec["status"]:
+            if (
+                task is not None
+                and wanted in (None, task.status)
+                and told in (None, bool(task.delivered_at))
+            ):
                 break
             if time.monotonic() > deadline:
                 state = task.status if task else "no task"
-                raise ExpectationFailed(
-                    f"{spec['task']} did not reach {spec['status']} in time ({state})"
-                )
+                goal = wanted or ("delivered" if told else "undelivered")
+                raise ExpectationFailed(f"{spec['task']} did not reach {goal} in time ({state})")
             await asyncio.sleep(0.05)
         await self.settle()
 

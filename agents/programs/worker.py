@@ -107,10 +107,11 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     store: TaskStore = ud[STORE]
     registry: Registry = ud[REGISTRY]
 
-    # Cheap when the schema is current; a fresh SQLite file is migrated by its first call.
-    from frontdesk.core.schema import branches, upgrade
+    # Cheap when the schema is current; a fresh SQLite file is migrated by its first call. A
+    # plugin whose migration fails is withdrawn from this process's desks; the call goes on.
+    from frontdesk.core.schema import branches, upgrade, withdraw_failed
 
-    await upgrade(store, branches(registry))
+    withdraw_failed(registry, await upgrade(store, branches(registry)))
     await ctx.connect()
     participant = await ctx.wait_for_participant()
     caller = caller_identity(participant)
