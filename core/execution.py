@@ -17,6 +17,16 @@ log = logging.getLogger("frontdesk.patterns")
 
 TIMEOUT = "timeout"
 SORRY = "Sorry, something went wrong with that. Please try again in a moment."
+# How the errors frontdesk writes itself begin (a crash, a timeout, a restart, a cancel). Any
+# other error on a failed row is a ToolError's message, which was written for the caller.
+OWN_ERRORS = (
+    "internal error",
+    TIMEOUT,
+    "interrupted by",
+    "cancelled",
+    "unfinished at",
+    "no background tool named",
+)
 
 
 async def execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Any:
@@ -55,6 +65,15 @@ def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
         where,
     )
     return f"internal error: {type(exc).__name__} (ref {ref})", SORRY
+
+
+def caller_reason(error: str | None) -> str | None:
+    """A failed task's error if it is a ``ToolError``'s caller-safe message (a background
+    job's follow-up says it), else None: frontdesk's own errors are for operators."""
+    text = " ".join((error or "").split())
+    if not text or text.lower().startswith(OWN_ERRORS):
+        return None
+    return text
 
 
 def stable_key(row_key: str) -> str:

@@ -156,7 +156,7 @@ async def test_background_result_spoken_by_department_active_after_two_handoffs(
     [job] = await store.list(caller="alice", tool="experiment")
     assert job.status == "succeeded" and job.delivered_at is not None and job.progress == 1.0
     notes = [e["note"] or "" for e in await store.events(job.id)]
-    assert any(n.startswith("claimed by runner:") for n in notes)
+    assert any(n.startswith("started by runner ") for n in notes)
     assert "delivered by triage" in notes
     handoffs = [(e["from"], e["to"]) for e in transcript.of("handoff")]
     assert handoffs == [("triage", "lab"), ("lab", "archive"), ("archive", "triage")]

@@ -19,6 +19,7 @@ from typing import Any
 
 import jwt
 import webkit
+from jobkit import start_job
 from test_rpc import StandInParticipant
 from webkit import run_async, serve, write_from_another_process
 
@@ -110,7 +111,7 @@ async def real_rpc_traffic(db_url: str) -> dict[str, Any]:
             caller="alice", department="reports", tool="generate_report", pattern="background",
             args={"kind": "occupancy"},
         )  # fmt: skip
-        await store.claim("runner:1", lease_seconds=30)
+        await start_job(store, report.id, "runner-1")
         await store.set_progress(report.id, 0.6, "drawing charts")
         await store.transition(report.id, "succeeded", result={"path": "reports/march.pdf"})
         queued = await store.create(

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from jobkit import start_job
 from webclient import ORIGIN
 
 from frontdesk.agents.programs.web.app import create_app
@@ -141,11 +142,11 @@ async def test_task_page_shows_timeline_fields_and_redacted_args(store, client):
         caller="alice", session_id="call-a", department="billing", tool="pay",
         pattern="background", args=args, idempotency_key="pay-k1",
     )  # fmt: skip
-    await store.claim("runner:test", lease_seconds=30)
+    await start_job(store, t.id, "runner-test")
     await store.set_progress(t.id, 0.5, "talking to the bank")
     await store.transition(t.id, "succeeded", result={"receipt": "R-7"})
     page = (await client.get(f"/tasks/{t.id}")).text
-    for seen in ("runner:test", "pay-k1", "talking to the bank", "R-7", "claimed by", "1111"):
+    for seen in ("runner-test", "pay-k1", "talking to the bank", "R-7", "started by", "1111"):
         assert seen in page, seen
     assert [m for m in re.findall(r'class="status s-(\w+)"', page)][1:] == [
         "queued", "running", "running", "succeeded",

@@ -18,6 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobkit import start_job  # noqa: E402
 from sqlalchemy import select, update  # noqa: E402
 from webkit import chromium, run_async, serve  # noqa: E402
 
@@ -91,7 +92,7 @@ async def seed(url: str) -> dict[str, int]:
                 status="running" if pattern != "background" else "queued",
             )  # fmt: skip
             if pattern == "background":
-                await store.claim("runner:harbor-1", lease_seconds=60)
+                await start_job(store, task.id, "harbor-1")
             if i >= 44:  # the newest stay in flight
                 if pattern == "background":
                     await store.set_progress(task.id, 0.6, "drawing charts")

@@ -40,6 +40,7 @@ from frontdesk.agents.programs.web.inputs import (
     Window,
 )
 from frontdesk.agents.programs.web.sse import EventHub, stream
+from frontdesk.core.jobs import cancel_job, retry_job
 from frontdesk.db.browse import TaskFilter
 from frontdesk.db.records import Task
 from frontdesk.db.store import TaskStore
@@ -242,14 +243,14 @@ async def list_tasks(store: TaskStore, query: TaskQuery) -> dict[str, Any]:
 
 
 async def cancel_task(store: TaskStore, task_id: int, hub: EventHub | None = None) -> Task:
-    task = await store.cancel(task_id, by=BY)
+    task = await cancel_job(store, task_id, by=BY)
     if hub is not None:
         hub.poke()
     return task
 
 
 async def retry_task(store: TaskStore, task_id: int, hub: EventHub | None = None) -> Task:
-    task = await store.retry(task_id, by=BY)
+    task = await retry_job(store, task_id, by=BY)
     if hub is not None:
         hub.poke()
     return task
