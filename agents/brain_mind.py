@@ -85,8 +85,10 @@ class Mind:
                 return Decision(
                     f"An update: your {what} (reference {ref}) is ready. {rest.strip()}"
                 )
+            reason = rest.split("\n", 1)[0].strip() if rest.strip() else ""
+            because = f" {reason.rstrip('.')}." if reason else ""
             return Decision(
-                f"An update: your {what} (reference {ref}) did not complete. "
+                f"An update: your {what} (reference {ref}) did not complete.{because} "
                 "Sorry about that; I can try again."
             )
         m = re.search(r"You are the (\w+) desk and just took over", text)

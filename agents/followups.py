@@ -14,6 +14,7 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from frontdesk.core.execution import caller_reason
 from frontdesk.core.wording import task_noun
 from frontdesk.db.store import Task, TaskStore
 
@@ -36,11 +37,16 @@ def followup_instructions(task: Task) -> str:
             f"Tell the caller, briefly and without being asked, that their {what} "
             f"(reference {task.id}) is done: {text[:SUMMARY_LIMIT]}"
         )
-    reason = task.error or task.status
-    return (
+    opening = (
         f"Tell the caller, briefly and without being asked, that their {what} "
-        f"(reference {task.id}) did not complete ({task.status}: {reason}). Apologise and offer to try again."
+        f"(reference {task.id}) did not complete."
     )
+    # A ToolError's text was written for the caller ("No table for 9 on Friday."): say it.
+    # frontdesk's own errors (a crash, a restart) are for operators and stay out.
+    reason = caller_reason(task.error)
+    if reason is not None:
+        opening += f" The reason, to tell them: {reason[:SUMMARY_LIMIT]}\n"
+    return f"{opening} Apologise and offer to try again."
 
 
 class FollowupWatcher:

@@ -7,6 +7,11 @@ identity, which the token issuer (your backend) chose.
 
 The phone number is trusted only from a SIP participant: a participant with permission to
 update its own attributes could otherwise set ``sip.phoneNumber`` and read someone else's tasks.
+
+The console's caller page (``frontdesk web``) never lets a browser name itself: the server
+issues ``web-<random>`` (``WEB_CALLER_PREFIX``), a shape no SIP key has (a SIP key is a phone
+number, ``+`` and digits, or ``sip-withheld:<call>``), so a web caller can never be filed under
+a phone caller or under anyone the server did not pick.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ SIP_PHONE_ATTRIBUTE = "sip.phoneNumber"
 # rtc.ParticipantKind.PARTICIPANT_KIND_SIP; a plain int so this module needs no livekit import
 # (tests/test_identity.py checks it against livekit).
 PARTICIPANT_KIND_SIP = 3
+WEB_CALLER_PREFIX = "web-"
 
 _PHONE_NOISE = re.compile(r"[\s\-().]")
 _PHONE = re.compile(r"^\+?\d{6,15}$")
@@ -65,6 +71,7 @@ def caller_identity(participant: Any) -> str:
 __all__ = [
     "PARTICIPANT_KIND_SIP",
     "SIP_PHONE_ATTRIBUTE",
+    "WEB_CALLER_PREFIX",
     "caller_identity",
     "is_sip",
     "normalize_phone",

@@ -25,6 +25,7 @@ from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, stable_key
 from frontdesk.core.execution import failure as core_failure
+from frontdesk.core.jobs import client_for
 from frontdesk.core.recording import (
     RESTART,
     invalid_input_sentence,
@@ -34,7 +35,7 @@ from frontdesk.core.recording import (
     stored_error,
     to_jsonable,
 )
-from frontdesk.core.tools import ToolSpec, mask_cards
+from frontdesk.core.tools import REFERENCE, ToolSpec, mask_cards
 from frontdesk.db.models import utcnow
 from frontdesk.db.store import Task
 
@@ -121,9 +122,11 @@ async def run_tool(
         department=department,
         plugin=spec.plugin,
     )
+    config = runtime.registry.configs.get(spec.plugin or "")
     try:
-        args = spec.validate(raw_args)
-        problem = job_args_problem(args) if spec.pattern == "background" else None
+        args = spec.validate(raw_args, config)  # typed, as the tool declares them
+        stored = _stored(spec, args)  # the same in JSON mode, for the row
+        problem = job_args_problem(stored) if spec.pattern == "background" else None
         if problem is not None:
             raise ToolError(problem)
     except ToolError as exc:
@@ -160,7 +163,7 @@ async def run_tool(
             return None
     # The same critical call twice at once (an LLM can emit duplicate parallel calls) must
     # not race past the idempotency check: the second waits and is answered from the first.
-    digest = _digest(runtime.caller, spec.name, args)
+    digest = _digest(runtime.caller, spec.name, stored)
     same_call = (
         runtime.critical_lock(digest) if spec.pattern == "critical" else contextlib.nullcontext()
     )
@@ -168,13 +171,14 @@ async def run_tool(
         try:
             if spec.pattern == "background":
                 row = await store.create(
-                    **common, status="queued", args=args, note="queued for the runner"
+                    **common, status="queued", args=stored, note="queued for the runner"
                 )
+                await enqueue(runtime, row.id)
                 return background_ack(spec, row)
             fields = dict(
                 common,
                 status="running",
-                args=spec.redact(args),
+                args=spec.redact(stored),
                 lease_owner=runtime.owner,
                 lease_seconds=runtime.settings.job_lease_seconds,
             )
@@ -201,7 +205,7 @@ async def run_tool(
         store=store,
         run_ctx=run_ctx,
         hook=runtime.registry.pm.hook,
-        config=runtime.registry.configs.get(spec.plugin or ""),
+        config=config,
     )
     work = asyncio.ensure_future(execute(spec, ctx, args))
     runtime.track(row.id, spec, work)
@@ -380,8 +384,30 @@ async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | Non
     return None
 
 
-def background_ack(spec: ToolSpec, row: Task) -> str:
-    from frontdesk.core.wording import task_noun
+async def enqueue(runtime: Call, task_id: int) -> None:
+    """Hand a queued job to the runners through DBOS's client (on a worker thread: the call's
+    loop is not held). The row is already the promise: if the job system cannot take it now,
+    a runner finds the row and enqueues it (core/reconcile.py), so the caller's ack stands."""
+    try:
+        await client_for(runtime.settings).enqueue(task_id)
+    except Exception as exc:
+        log.warning("task %s queued; a runner will pick it up from its row (%s)", task_id, exc)
 
-    what = spec.ack or f"I've started your {task_noun(spec.name)}"
+
+def _stored(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` in JSON mode; a type that validated but will not dump is the caller's bad
+    input, said plainly, and the author's bug, logged."""
+    try:
+        return spec.to_json(args)
+    except Exception:
+        log.exception("arguments of %s validated but cannot be stored as JSON", spec.name)
+        raise ToolError("I couldn't use those details.") from None
+
+
+def background_ack(spec: ToolSpec, row: Task) -> str:
+    """What the LLM is told when a job is queued: the tool's ``ack`` with the reference and a
+    promise, or its ``ack`` alone when it says ``{reference}`` itself."""
+    if spec.ack and REFERENCE in spec.ack:
+        return spec.ack.replace(REFERENCE, str(row.id))
+    what = spec.ack or f"I've started your {spec.what}"
     return f"{what.rstrip('.')}; reference number {row.id}. I'll tell you when it's ready."

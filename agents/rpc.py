@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, or_, select
 
 from frontdesk.core.errors import TaskNotFound
+from frontdesk.core.jobs import cancel_job
 from frontdesk.db.errors import NotCancellable
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
@@ -319,7 +320,7 @@ class TaskRpc:
         if not isinstance(task_id, int) or isinstance(task_id, bool):
             raise _rpc_error(BAD_REQUEST, "task_id must be an integer")
         try:
-            done = await self.store.cancel(task_id, by="the caller's app", caller=self.caller)
+            done = await cancel_job(self.store, task_id, by="the caller's app", caller=self.caller)
         except TaskNotFound:
             raise _rpc_error(NOT_FOUND, f"task {task_id} not found", task_id=task_id) from None
         except NotCancellable as exc:

@@ -40,8 +40,12 @@ async def _call_main(
     url: str, mode: str, seconds: float, start: float, seed: int
 ) -> dict[str, Any]:
 
+    from frontdesk.core.jobs import client_for
+    from frontdesk.core.settings import Settings
+
     rng = random.Random(seed)
     store = await open_store(url)
+    jobs_client = client_for(Settings(database_url=url))
     latencies: list[float] = []
     errors: list[str] = []
     expected: dict[int, tuple[str, int]] = {}  # task id -> (final status, events we wrote)
@@ -90,6 +94,12 @@ async def _call_main(
         )
         if task is not None:
             jobs.append(task.id)
+            # As a call's background tool does (agents/patterns.py): the row, then DBOS (its
+            # own file and thread; not counted as a write of ours).
+            try:
+                await jobs_client.enqueue(task.id)
+            except Exception as exc:
+                errors.append(f"enqueue: {type(exc).__name__}: {exc}")
 
     await asyncio.sleep(max(0.0, start - time.monotonic()))
     began = time.monotonic()

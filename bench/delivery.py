@@ -105,6 +105,7 @@ async def run(quick: bool) -> dict[str, Any]:
     from frontdesk.agents.followups import FollowupWatcher
     from frontdesk.agents.runtime import CallRuntime
     from frontdesk.agents.testing import ScriptedLLM
+    from frontdesk.core.jobs import client_for
 
     jobs = 10 if quick else 40
     idle_calls = 10
@@ -160,6 +161,7 @@ async def run(quick: bool) -> dict[str, Any]:
                     pattern="background",
                     args={"name": f"d{i}", "seconds": 0.02},
                 )
+                await client_for(settings).enqueue(job.id)  # as a call's background tool does
                 deadline = time.monotonic() + 10
                 while job.id not in delivered and time.monotonic() < deadline:
                     await asyncio.sleep(0.01)

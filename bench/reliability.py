@@ -58,11 +58,16 @@ def _search(url: str, tmp: Path, rng: random.Random) -> Outcome:
     return crashtrials.search_killed(url, tmp)
 
 
+def _steps(url: str, tmp: Path, rng: random.Random) -> Outcome:
+    return crashtrials.steps_killed(url, tmp, step=rng.choice(crashtrials.STEPS))
+
+
 KINDS: dict[str, Trial] = {
     "runner killed mid-job (3 jobs)": _jobs,
     "payment killed after gateway charge": _charge,
     "payment killed at a random point": _payment_random,
     "call killed mid-search": _search,
+    "3-step job killed after a step (DBOS)": _steps,
 }
 
 
@@ -97,7 +102,7 @@ def run(trials: int, seed: int, calls: int, quiet: bool) -> list[dict]:
 
 
 def _extra(out: Outcome) -> str:
-    keep = ("attempts", "payment_at_kill", "charges", "lock_errors", "handed_over", "failures")
+    keep = ("attempts", "payment_at_kill", "charges", "lock_errors", "resumed", "failures")
     return " ".join(
         f"{k}={out.details[k]}"
         for k in keep
@@ -117,6 +122,8 @@ def _landed(out: Outcome) -> str:
             "pending": "between reserving the payment and the ledger write",
             "succeeded": "after the ledger write, before the task row's end",
         }.get(out.details["payment_at_kill"], "?")
+    if "step" in out.details:
+        return f"after {out.details['step']}"
     if "attempts" in out.details:
         reruns = sum(a > 1 for a in out.details["attempts"])
         return f"{reruns} of {len(out.details['attempts'])} jobs unfinished"
@@ -153,9 +160,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()), help="for the kill points")
     parser.add_argument("--calls", type=int, default=100, help="calls per process (0: skip)")
     parser.add_argument("--json", action="store_true", help="print JSON, not a table")
+    parser.add_argument("--kinds", help="only the kinds whose names contain this text")
     parser.add_argument("--quiet", action="store_true", help="no per-trial lines on stderr")
     args = parser.parse_args()
     started = time.monotonic()
+    if args.kinds:
+        for name in [k for k in KINDS if args.kinds not in k]:
+            del KINDS[name]
     results = run(args.trials, args.seed, args.calls, args.quiet)
     if args.json:
         print(json.dumps({"seed": args.seed, "results": results}, indent=2))

@@ -436,7 +436,7 @@ def _web(w: dict[str, Any]) -> list[str]:
     li, lv = w["listing"], w["live"]
     out = [
         "",
-        f"## §10 Web console: GET /api/tasks first page at {li['rows']:,} rows "
+        f"## §11 Web console: GET /api/tasks first page at {li['rows']:,} rows "
         f"(generated in {li['load_seconds']:.1f} s), through the whole app",
         "",
         "| filter | median ms | p99 ms | CPU ms (median) | rows | plain SELECT on raw sqlite3 ms | plan of the plain SELECT |",
@@ -478,6 +478,25 @@ def _web(w: dict[str, Any]) -> list[str]:
             f"{_f(lv['commit_to_last_client_ms'].get('p95'))} ms; server CPU with all clients "
             f"idle {_f(lv['idle_cpu_percent_of_a_core'])}% of a core over {lv['idle_seconds']:.0f} s.",
         ]
+    st = w.get("stats_storm") or {}
+    if "baseline" in st:
+        out += [
+            "",
+            f"Stats storm at {st['rows']:,} tasks: {st['stats_clients']} clients asking "
+            f"`/api/stats?window=all` back to back for {st['seconds']:.0f} s beside one asking "
+            "`/api/tasks?limit=50`:",
+            "",
+            "| server | listing median ms | listing p99 ms | listing max ms | stats answers "
+            "| stats median ms | aggregates run |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name in ("baseline", "cached", "uncached"):
+            r = st[name]
+            out.append(
+                f"| {name} | {_f(r['listing_ms'].get('median'))} | {_f(r['listing_ms'].get('p99'))}"
+                f" | {_f(r['listing_ms'].get('max'))} | {r['stats_status'] or '-'} | "
+                f"{_f(r['stats_ms'].get('median'))} | {r['aggregates_computed']} |"
+            )
     return out
 
 

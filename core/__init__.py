@@ -1,7 +1,8 @@
 """frontdesk's core: the public plugin API, the plugin host, settings and profile, livekit-free
 execution and the runner.
 
-Plugin authors need only what this module exports (docs/plugins.md)::
+Plugin authors need only what this module exports (docs/plugins.md), and
+``frontdesk.testing`` in their tests::
 
     from frontdesk.core import hookimpl, tool, Department, ToolContext, ToolError
 """
@@ -27,6 +28,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "mask_cards",
+    "plugin_config",
     "task_noun",
     "tool",
 ]
@@ -34,9 +36,14 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # ``Task`` is the store's record; importing it loads SQLAlchemy, which a plugin's module
-    # level and the CLI's fast commands should not pay for until they use it.
+    # level and the CLI's fast commands should not pay for until they use it; the same for
+    # ``plugin_config``'s pydantic-settings.
     if name == "Task":
         from frontdesk.db.records import Task
 
         return Task
+    if name == "plugin_config":  # pydantic-settings and the profile reader, only when used
+        from frontdesk.core.plugin_settings import plugin_config
+
+        return plugin_config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,8 @@ serialized writer so they share its transactions and group commit.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -59,7 +61,9 @@ class CallerTasks:
         """Cancel one of the caller's queued or running background jobs; ``NotCancellable``
         when it is finished or not a background job, ``TaskNotFound`` when it is not theirs
         (or not a valid number)."""
-        return await self._store.cancel(task_id, by="caller", caller=self._caller)
+        from frontdesk.core.jobs import cancel_job
+
+        return await cancel_job(self._store, task_id, by="caller", caller=self._caller)
 
     async def this_call(self) -> dict[str, Any] | None:
         """The current call's record: caller, started_at, ended_at and its ``handoffs``."""
@@ -111,7 +115,9 @@ class ToolContext:
     - ``config``: the plugin's own settings object (see ``register_settings``), or None;
     - ``hook``: the plugin manager's hook relay, to call hooks that plugins define;
     - ``tasks``: the caller's own tasks (``list``, ``get``, ``cancel``, ``this_call``);
-    - ``database``: SQL for the plugin's own tables (see ``Database``).
+    - ``database``: SQL for the plugin's own tables (see ``Database``);
+    - ``step(name, fn, *args)`` and ``sleep(seconds)``: durable steps and sleeps in a
+      background job (see "Durable steps" in docs/plugins.md).
     """
 
     caller: str
@@ -123,6 +129,8 @@ class ToolContext:
     run_ctx: Any = None
     hook: Any = None
     config: Any = None
+    # The runner's DBOS steps (core/durable.py) in a background job; None elsewhere.
+    durable: Any = field(default=None, repr=False)
     tasks: CallerTasks = field(init=False, repr=False)
     database: Database = field(init=False, repr=False)
 
@@ -141,3 +149,29 @@ class ToolContext:
             )
         except Exception as exc:
             _log.warning("task %s: progress not recorded: %r", self.task_id, exc)
+
+    # -- durable steps (background jobs) ------------------------------------------------
+    # Self-contained: what the runner hands a job is in core/durable.py; here only the API.
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` (a function or a coroutine function) as a durable step and return
+        its result. In a background job the result is recorded, so a job killed later resumes
+        after its last finished step without running this one again; a step killed before it
+        was recorded runs again (at least once), so a side effect inside it must be keyed by
+        ``f"{ctx.idempotency_key}:{name}"``. Names must be stable and in a stable order. The
+        result must be picklable. Outside a runner (in a call, or under frontdesk.testing)
+        it simply calls ``fn``."""
+        if self.durable is not None:
+            return await self.durable.step(name, fn, *args)
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``; in a background job durably (a runner restart in the middle
+        wakes the job at the time first set, not ``seconds`` after the restart)."""
+        if self.durable is not None:
+            await self.durable.sleep(seconds)
+        else:
+            await asyncio.sleep(seconds)

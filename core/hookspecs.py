@@ -34,7 +34,8 @@ def register_tools(register: Callable[..., None]) -> None:
     Called once per process after every plugin's ``register_departments``. Call
     ``register(tool_spec, departments=["search", ...])``; ``"*"`` means every department,
     triage included. The tool must come from ``@tool``. If two plugins register the same tool
-    name the first registration wins and the conflict is reported. Return nothing.
+    name, a built-in's wins, otherwise the plugin loaded first; the conflict is reported.
+    Return nothing.
     """
 
 

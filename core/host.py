@@ -32,6 +32,7 @@ from frontdesk.core.registry import (
 )
 from frontdesk.core.settings import Settings, load_settings
 from frontdesk.core.tools import ToolSpec
+from frontdesk.core.wording import set_noun
 
 log = logging.getLogger("frontdesk.plugins")
 
@@ -104,15 +105,17 @@ def load(
 
 
 def _apply_profile(registry: Registry) -> None:
-    """Switch off the desks the profile disables; a desk it names that no plugin registered is
-    the operator's mistake, reported in one line."""
+    """Switch off the desks the profile disables. A desk it names that is not open is either a
+    plugin's that failed or is skipped (a warning naming that plugin and why), or one no plugin
+    could have registered, a typo (an error the commands that run calls stop on)."""
     profile = registry.profile
     for name, desk in profile.departments.items():
         if name != TRIAGE and name not in registry.departments:
-            known = ", ".join([TRIAGE, *registry.departments]) or "none"
-            raise ConfigError(
-                f"{profile.key('departments', name)}: no such department (known: {known})"
-            )
+            line, fatal = _missing_desk(registry, name)
+            (registry.profile_errors if fatal else registry.profile_warnings).append(line)
+            if not fatal:
+                log.warning("%s", line)
+            continue
         if not desk.enabled:
             if name == TRIAGE:
                 raise ConfigError(
@@ -121,6 +124,31 @@ def _apply_profile(registry: Registry) -> None:
             registry.departments.pop(name)
             for where in registry.tool_departments.values():
                 where.discard(name)
+
+
+def _missing_desk(registry: Registry, name: str) -> tuple[str, bool]:
+    """(the line that says why desk ``name`` is not open, whether it is fatal)."""
+    where = registry.profile.key("departments", name)
+    everyone = [*registry.plugins.values(), *registry.skipped]
+    down = [p for p in everyone if p.status != "loaded"]
+    own = next((p for p in down if p.name == name), None)
+    if own is not None:
+        return f"{where}: desk not open: plugin {name!r} {_why_down(own)}", False
+    # A plugin that failed may have been this desk's; one the operator chose to skip (the
+    # allow- or deny-list) is not a reason to let a misspelt desk pass.
+    failed = [p for p in down if p.status == "failed"]
+    if failed:
+        which = "; ".join(f"{p.name!r} {_why_down(p)}" for p in failed)
+        return f"{where}: desk not open; it may be a plugin's that did not load: {which}", False
+    known = ", ".join([TRIAGE, *registry.departments]) or "none"
+    return f"{where}: no such department (known: {known})", True
+
+
+def _why_down(info: PluginInfo) -> str:
+    if info.skipped:
+        return f"is skipped ({info.skipped})"
+    reason = info.failure or (info.errors[0] if info.errors else "failed")
+    return reason if reason.startswith("failed") else f"failed: {reason}"
 
 
 def _candidates(
@@ -291,20 +319,52 @@ def _add_tool(registry: Registry, info: PluginInfo, spec: ToolSpec, departments:
         return False
     existing = registry.tools.get(spec.name)
     if existing is not None and existing is not spec:
-        info.errors.append(
-            f"tool {spec.name!r} conflicts with the one from plugin {existing.plugin!r}, "
-            "which was loaded first and wins"
-        )
-        registry.conflicts.append(
-            {"kind": "tool", "name": spec.name, "winner": str(existing.plugin), "loser": info.name}
-        )
-        log.warning("tool %r: plugin %s loses to %s", spec.name, info.name, existing.plugin)
-        return False
+        holder = registry.plugins.get(existing.plugin or "")
+        if holder is None or _rank(registry, holder) <= _rank(registry, info):
+            _lose(registry, loser=info, winner=holder, name=spec.name)
+            return False
+        # Registered earlier only because of hook order (a desk's tools join before any
+        # register_tools): the built-in, or the plugin loaded first, still wins.
+        _lose(registry, loser=holder, winner=info, name=spec.name)
+        _withdraw_tool(registry, existing)
+        existing = None
     if existing is None:
         spec.plugin = info.name
         registry.tools[spec.name] = spec
+        set_noun(spec.name, spec.noun)
     registry.tool_departments.setdefault(spec.name, set()).update(departments)
     return True
+
+
+def _rank(registry: Registry, info: PluginInfo) -> tuple[bool, int]:
+    """Who wins a tool name: built-ins, then load order."""
+    order = list(registry.plugins)
+    return (not info.builtin, order.index(info.name) if info.name in order else len(order))
+
+
+def _lose(registry: Registry, *, loser: PluginInfo, winner: PluginInfo | None, name: str) -> None:
+    if winner is not None and winner.builtin:
+        why = f"the built-in one from plugin {winner.name!r}; built-ins always win"
+    else:
+        who = winner.name if winner is not None else "?"
+        why = f"the one from plugin {who!r}, which was loaded first and wins"
+    loser.errors.append(f"tool {name!r} conflicts with {why}")
+    registry.conflicts.append(
+        {
+            "kind": "tool",
+            "name": name,
+            "winner": winner.name if winner else "?",
+            "loser": loser.name,
+        }
+    )
+    log.warning("tool %r: plugin %s loses to %s", name, loser.name, winner.name if winner else "?")
+
+
+def _withdraw_tool(registry: Registry, spec: ToolSpec) -> None:
+    registry.tools.pop(spec.name, None)
+    registry.tool_departments.pop(spec.name, None)
+    for dept in registry.departments.values():
+        dept.tools = [t for t in dept.tools if t is not spec]
 
 
 def _dist_name(ep: Any) -> str | None:

@@ -48,14 +48,18 @@ def collect_migrations(registry: Registry, impls: list[Any]) -> None:
             continue
         for path in staged:
             if problem := _problem(info.name, path):
-                info.errors.append(f"migrations {path}: {problem}; left out")
+                # Its tools need its tables: without a branch to create them every call
+                # would fail, so the plugin is withdrawn rather than listed as loaded.
+                registry.fail(info.name, f"migrations {path}: {problem}")
             else:
                 registry.migrations[info.name] = Path(path)
 
 
 def _problem(plugin: str, path: Any) -> str | None:
-    if not isinstance(path, str | Path) or not Path(path).is_dir():
-        return "not a folder"
+    if not isinstance(path, str | Path):
+        return f"not a path ({type(path).__name__})"
+    if not Path(path).is_dir():
+        return "no such folder (is it in the package data? see docs/plugins.md, Packaging)"
     texts = [p.read_text(encoding="utf-8") for p in Path(path).glob("*.py")]
     bases = [t for t in texts if _BASE.search(t)]
     if len(bases) != 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path, PurePath
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -17,6 +17,7 @@ from frontdesk.core.profile import Profile
 from frontdesk.core.settings import in_dotenv
 
 SECRET_WORDS = ("key", "secret", "token", "password")
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 
 def env_prefix(plugin: str) -> str:
@@ -68,6 +69,16 @@ def build(plugin: str, cls: type[BaseSettings], profile: Profile) -> BaseSetting
         return Filled(**table)
     except ValidationError as exc:
         raise ValueError(_one_line(exc, prefix, plugin, table, profile)) from None
+
+
+def plugin_config(plugin: str, cls: type[SettingsT]) -> SettingsT:
+    """A plugin's settings built exactly as frontdesk builds ``ctx.config``: from
+    ``FRONTDESK_<PLUGIN>_*``, ``.env`` and the profile's ``[plugins.<plugin>]`` table. For code
+    that has no ``ctx`` (a CLI command, a hook another plugin calls); ``ValueError`` with one
+    line naming the variable or key when a value is bad."""
+    from frontdesk.core.profile import load_profile
+
+    return build(plugin, cls, load_profile())  # type: ignore[return-value]
 
 
 def _is_path(annotation: Any) -> bool:

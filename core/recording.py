@@ -27,7 +27,8 @@ log = logging.getLogger("frontdesk.patterns")
 
 RESTART = "interrupted by restart"
 # A finished task's last write is retried this long while the database is unavailable. Past
-# it the row is left to lease recovery ("interrupted by restart"), which is still truthful.
+# it an in-turn row is left to lease recovery ("interrupted by restart"), which is still
+# truthful; a background job's end is retried at least this long (core/runner.py).
 RECORD_RETRY_SECONDS = 60.0
 # A background job's arguments are stored whole (the runner needs them), so they are capped.
 MAX_JOB_ARGS_BYTES = 64_000
@@ -52,12 +53,20 @@ def mask_secrets(value: Any) -> Any:
     return value
 
 
-async def record(store: TaskStore, task_id: int, status: str, **values: Any) -> Task | None:
-    """``store.transition`` retried with backoff while the database cannot be written."""
+async def record(
+    store: TaskStore,
+    task_id: int,
+    status: str,
+    *,
+    retry_seconds: float | None = RECORD_RETRY_SECONDS,
+    **values: Any,
+) -> Task | None:
+    """``store.transition`` retried with backoff while the database cannot be written, for
+    ``retry_seconds`` (None: until it is written; a runner's job end, core/runner.py)."""
     async for attempt in stamina.retry_context(
         on=(SQLAlchemyError, OSError),
         attempts=None,
-        timeout=RECORD_RETRY_SECONDS,
+        timeout=retry_seconds,
         wait_initial=0.1,
         wait_max=2.0,
     ):
@@ -104,6 +113,8 @@ def stored_args(spec: ToolSpec, raw: Any) -> dict[str, Any]:
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [str(value)]  # a card number typed as an int is still a card number
     if isinstance(value, dict):
         return [s for v in value.values() for s in _strings(v)]
     if isinstance(value, list | tuple):
@@ -125,13 +136,16 @@ def job_args_problem(args: dict[str, Any]) -> str | None:
 
 
 def to_jsonable(value: Any) -> Any:
-    """A tool's result as it may be stored and read by the LLM: plain JSON, card numbers and
-    named security codes masked (a tool may echo what the caller said). NaN and infinities
-    (which Postgres JSON refuses) become null. Never raises: what JSON cannot hold (tuple
-    keys, cycles) is kept as text, because a result that cannot be recorded would leave its
-    row running and its job re-run."""
+    """A tool's result as it may be stored and read by the LLM: plain JSON (pydantic's JSON
+    mode: a date as ISO text, a model or dataclass as an object, a Decimal as text), card
+    numbers and named security codes masked (a tool may echo what the caller said). NaN and
+    infinities (which Postgres JSON refuses) become null. Never raises: what JSON cannot hold
+    (tuple keys, cycles) is kept as text, because a result that cannot be recorded would leave
+    its row running and its job re-run."""
+    from pydantic_core import to_jsonable_python
+
     try:
-        text = json.dumps(value, default=str)
+        text = json.dumps(to_jsonable_python(value, fallback=str))
     except (TypeError, ValueError):
         text = json.dumps(str(value))
     return mask_secrets(json.loads(text, parse_constant=lambda _c: None))

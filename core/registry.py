@@ -37,17 +37,25 @@ class PluginInfo:
     distribution: str | None = None
     commands: list[str] = field(default_factory=list)
     skipped: str | None = None  # why it was not loaded at all (deny/allow list, name taken)
+    # Why it was withdrawn after loading: its desk and tools are gone (a migration that fails,
+    # a migrations folder that is missing). Also one of ``errors``.
+    failure: str | None = None
 
     @property
     def status(self) -> str:
         if self.skipped:
             return "skipped"
-        return "failed" if self.module is None else "loaded"
+        return "failed" if self.module is None or self.failure else "loaded"
+
+    @property
+    def builtin(self) -> bool:
+        return self.source == "builtin"
 
     def to_json(self, registry: Registry) -> dict[str, Any]:
         tools: dict[str, list[str]] = {}  # department (or "*") -> this plugin's tools there
+        mine = self.status == "loaded"  # a skipped plugin of a taken name owns nothing
         for name, spec in registry.tools.items():
-            if spec.plugin == self.name:
+            if mine and spec.plugin == self.name:
                 for dept in sorted(registry.tool_departments.get(name, ())):
                     tools.setdefault(dept, []).append(name)
         return {
@@ -56,10 +64,11 @@ class PluginInfo:
             "source": self.source,
             "distribution": self.distribution,
             "status": self.status,
+            "failure": self.failure,
             "skipped": self.skipped,
             "hooks": self.hooks,
             "departments": sorted(
-                d.name for d in registry.departments.values() if d.plugin == self.name
+                d.name for d in registry.departments.values() if mine and d.plugin == self.name
             ),
             "tools": tools,
             "commands": self.commands,
@@ -87,13 +96,40 @@ class Registry:
     config_errors: list[str] = field(default_factory=list)
     # plugin name -> its Alembic versions folder (register_migrations)
     migrations: dict[str, Any] = field(default_factory=dict)
+    # What is wrong with the profile's [departments.*] tables, one line each: a desk whose
+    # plugin failed or is skipped is a warning (``profile_warnings``); a desk nobody could
+    # have registered (a typo) stops the commands that run calls (``profile_errors``).
+    profile_warnings: list[str] = field(default_factory=list)
+    profile_errors: list[str] = field(default_factory=list)
     _observers: Observers | None = field(default=None, repr=False)
 
     def require_valid_config(self) -> None:
-        """Raise ``ConfigError`` with the first bad plugin setting; commands that run calls
-        call this before they start, so a bad value is one line and exit code 2."""
+        """Raise ``ConfigError`` with the first bad profile desk or plugin setting; commands
+        that run calls call this before they start, so it is one line and exit code 2."""
+        if self.profile_errors:
+            raise ConfigError(self.profile_errors[0])
         if self.config_errors:
             raise ConfigError(self.config_errors[0])
+
+    def fail(self, plugin: str, reason: str) -> None:
+        """Withdraw a loaded plugin: its desks, its tools (wherever they were offered) and its
+        migrations leave the registry, and ``plugins list`` and doctor show it failed with
+        ``reason``. Every other plugin stays."""
+        info = self.plugins.get(plugin)
+        if info is None or info.failure is not None:
+            return
+        info.failure = reason
+        info.errors.append(reason)
+        gone = {name for name, dept in self.departments.items() if dept.plugin == plugin}
+        for name in gone:
+            self.departments.pop(name)
+        for name in [t for t, spec in self.tools.items() if spec.plugin == plugin]:
+            self.tools.pop(name)
+            self.tool_departments.pop(name, None)
+        for where in self.tool_departments.values():
+            where.difference_update(gone)
+        self.migrations.pop(plugin, None)
+        log.warning("plugin %s withdrawn: %s", plugin, reason)
 
     def instructions_for(self, department: Department) -> str:
         """A desk's own instructions, then the profile's house style and desk additions."""

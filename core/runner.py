@@ -1,9 +1,20 @@
-"""The background-job runner: claims queued jobs under a lease and runs them by tool name.
+"""The background-job runner: a DBOS executor that runs queued jobs by tool name.
 
 It loads the same plugins as the call processes and talks to them only through the store.
 ``frontdesk runner`` runs one on its own; ``start``, ``simulate`` and ``console`` embed one.
-Leases are renewed while a job runs; a job whose runner died is re-queued (resumable, under
-the attempt limit) or failed with "interrupted by restart" by whichever runner notices first.
+
+A job is a ``tasks`` row plus a DBOS workflow (core/durable.py) whose id is derived from the
+task's (core/jobs.py). DBOS keeps the queue, the steps a job finished (``ctx.step``), its
+durable sleeps and which executor runs what; this runner keeps our rows the truth callers and
+operators read: ``running`` when a run starts, the result or error once, compare-and-set on
+``running`` (a run resumed after that write finds the row finished and does nothing).
+
+Beside the jobs a runner:
+- beats and takes over dead runners' work (core/takeover.py);
+- reconciles rows and workflows (a row whose enqueue failed is enqueued; a row whose workflow
+  ended without writing it is closed);
+- watches its jobs' rows, so a job cancelled by its caller or an operator stops at once;
+- closes in-turn rows whose call process died (their lease ran out), as before.
 """
 
 from __future__ import annotations
@@ -11,131 +22,318 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+from frontdesk.core import jobs as jobnames
 from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, failure, stable_key
 from frontdesk.core.host import Registry
-from frontdesk.core.recording import RESTART, record, stored_error, to_jsonable
+from frontdesk.core.reconcile import Reconciler
+from frontdesk.core.recording import (
+    RECORD_RETRY_SECONDS,
+    RESTART,
+    record,
+    stored_error,
+    to_jsonable,
+)
 from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
+from frontdesk.core.takeover import Sweeper, claim_id, every
 from frontdesk.db.models import utcnow
+from frontdesk.db.runners import STOPPED
 from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.runner")
 
-# How long a stopping runner waits for its cancelled jobs before giving their leases back.
+# How long a stopping runner waits for its cancelled jobs (they stay pending in DBOS, and
+# this runner's restart, or another runner, resumes them after their last finished step).
 STOP_GRACE_SECONDS = 5.0
+# How often a runner looks at its running jobs' rows for a cancel.
+WATCH_SECONDS = 1.0
 
 
 class Runner:
-    def __init__(
-        self, store: TaskStore, registry: Registry, settings: Settings, owner: str | None = None
-    ) -> None:
+    def __init__(self, store: TaskStore, registry: Registry, settings: Settings) -> None:
         self.store = store
         self.registry = registry
         self.settings = settings
-        self.owner = owner or f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.jobs: dict[int, asyncio.Task[None]] = {}
-        self._wake = asyncio.Event()
+        self.executor_id = ""
+        self.jobs: dict[int, asyncio.Future[Any]] = {}  # task id -> the tool's running body
+        self.workflows: dict[int, asyncio.Task[Any]] = {}  # task id -> its workflow's task
+        self.cancelled: set[int] = set()
+        self.stopping = False
+        self.client = jobnames.JobClient(settings)
+        self.sweeper: Sweeper | None = None
+        self.started = asyncio.Event()
 
     def poke(self) -> None:
-        self._wake.set()
+        """Nothing to do: DBOS polls its queue every ``runner_poll_seconds``."""
+
+    # -- lifecycle -----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Work until ``stop`` is set, then give unfinished jobs back to the queue."""
-        log.info("runner %s started", self.owner)
-        await self.recover()
-        last_recover = asyncio.get_running_loop().time()
+        """Run jobs until ``stop`` is set; unfinished ones stay pending for a restart or
+        another runner."""
+        from frontdesk.core import durable
+
+        version = jobnames.job_version(self.settings)
+        self.executor_id = await claim_id(self.store, self.settings, version)
+        durable.install(self)
         try:
-            while not stop.is_set():
-                claimed = None
-                if len(self.jobs) < self.settings.runner_concurrency:
-                    try:
-                        claimed = await self.store.claim(
-                            self.owner, self.settings.job_lease_seconds
-                        )
-                    except Exception:
-                        log.exception("claim failed; retrying")
-                if claimed is not None:
-                    self.jobs[claimed.id] = asyncio.create_task(self._run_job(claimed))
-                    continue
-                now = asyncio.get_running_loop().time()
-                if now - last_recover > self.settings.job_lease_seconds / 2:
-                    last_recover = now
-                    await self.recover()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    waiter = asyncio.ensure_future(self._wake.wait())
-                    stopper = asyncio.ensure_future(stop.wait())
-                    await asyncio.wait(
-                        [waiter, stopper],
-                        timeout=self.settings.runner_poll_seconds,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                    waiter.cancel()
-                    stopper.cancel()
-                self._wake.clear()
+            await self._launch(version)
+            self.sweeper = Sweeper(
+                self.store,
+                self.executor_id,
+                self.settings.runner_takeover_seconds,
+                self._resume_executor,
+            )
+            log.info("runner %s started (job version %s)", self.executor_id, version)
+            self.started.set()
+            await asyncio.gather(self._watch(stop), self._housekeeping(stop))
         finally:
             await self.stop()
+            durable.install(None)
+
+    async def _launch(self, version: str) -> None:
+        from dbos import DBOS
+
+        url = jobnames.system_url(self.settings)
+        config: Any = {
+            "name": jobnames.APP_NAME,
+            "system_database_url": url,
+            "system_database_engine": jobnames.system_engine(url),
+            "dbos_system_schema": jobnames.SCHEMA,
+            "executor_id": self.executor_id,
+            "application_version": version,
+            "log_level": "WARNING",
+            "scheduler_polling_interval_sec": 3600.0,
+        }
+        DBOS(config=config)
+        # On this loop, so DBOS runs the workflows it dequeues here, beside our store.
+        DBOS.launch()
+        await DBOS.register_queue_async(
+            jobnames.QUEUE,
+            worker_concurrency=self.settings.runner_concurrency,
+            polling_interval_sec=self.settings.runner_poll_seconds,
+            on_conflict="always_update",
+        )
 
     async def stop(self) -> None:
-        """Cancel running jobs and release their leases so another runner takes them at once.
+        """Stop taking jobs, cancel the running ones (bounded), and say so in ``runners``
+        so another runner resumes them at once rather than after the takeover bound."""
+        if self.stopping:
+            return
+        self.stopping = True
+        running = list(self.workflows.values())
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=STOP_GRACE_SECONDS)
+        with contextlib.suppress(Exception):
+            from dbos import DBOS
 
-        Bounded: a job that ignores its cancellation gets ``STOP_GRACE_SECONDS``, then its
-        lease is given back anyway (the process is about to exit, so it cannot finish)."""
-        jobs = dict(self.jobs)
-        for job in jobs.values():
-            job.cancel()
-        if jobs:
-            await asyncio.wait(jobs.values(), timeout=STOP_GRACE_SECONDS)
-        for task_id in jobs:
+            # On a thread: DBOS's queue thread may be handing this loop a workflow meanwhile.
+            await asyncio.to_thread(DBOS.destroy)
+        # DBOS made its thread pool this loop's default executor and has just shut it down;
+        # the loop goes on (console and simulate keep calls on it), so give it a fresh one.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+        if self.executor_id:
             try:
-                await self._give_back(task_id)
+                await self.store.mark_runner(self.executor_id, STOPPED)
             except Exception:
                 log.warning(
-                    "job %s: lease not given back; it expires instead", task_id, exc_info=True
+                    "runner %s: stop not recorded; others wait out the bound", self.executor_id
                 )
-        self.jobs.clear()
 
-    async def _give_back(self, task_id: int) -> None:
-        """A job stopped by shutdown: re-queued if it may run again (resumable, under the
-        attempt limit), as lease recovery would; otherwise failed, and the caller told."""
-        task = await self.store.get(task_id)
-        spec = self.registry.tools.get(task.tool)
-        resumable = spec is None or spec.resumable
-        if resumable and task.attempts < self.settings.job_max_attempts:
-            await self.store.release(
-                self.owner,
-                task_id,
-                note=f"released by {self.owner} at shutdown",
-                held_by=self.owner,
+    async def _resume_executor(self, executor_id: str) -> int:
+        from dbos import DBOS
+
+        handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [executor_id])
+        return len(handles)
+
+    # -- the loops -------------------------------------------------------------------------
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        """Stop a job whose row was cancelled (by its caller or an operator) within
+        ``WATCH_SECONDS`` (a job that uses ``ctx.step`` stops sooner: DBOS cancels the step)."""
+        while await every(WATCH_SECONDS, stop):
+            if not self.jobs:
+                continue
+            try:
+                statuses = await self.store.task_statuses(list(self.jobs))
+            except Exception as exc:
+                log.debug("runner %s: job watch skipped: %r", self.executor_id, exc)
+                continue
+            for task_id, status in statuses.items():
+                work = self.jobs.get(task_id)
+                if status == "cancelled" and work is not None and not work.done():
+                    self.cancelled.add(task_id)
+                    work.cancel()
+
+    async def _housekeeping(self, stop: asyncio.Event) -> None:
+        """Heartbeat, takeover, reconciliation and in-turn recovery, each on its interval."""
+        assert self.sweeper is not None
+        reconcile = Reconciler(self.store, self.client, lambda: set(self.workflows))
+        loop = asyncio.get_running_loop()
+        last_recover = -1e9
+        while True:
+            if not await self.sweeper.beat():
+                log.critical(
+                    "runner %s: another process holds this runner's id; stopping",
+                    self.executor_id,
+                )
+                stop.set()
+                return
+            for step in (self.sweeper.sweep, reconcile.run):
+                try:
+                    await step()
+                except Exception:
+                    log.warning(
+                        "runner %s: %s failed", self.executor_id, step.__qualname__, exc_info=True
+                    )
+            if loop.time() - last_recover > self.settings.job_lease_seconds / 2:
+                last_recover = loop.time()
+                await self.recover()
+            if not await every(self.sweeper.interval, stop):
+                return
+
+    # -- one job (called by the workflow, core/durable.py) ---------------------------------
+
+    async def run_job(self, task_id: int) -> str:
+        if self.stopping:
+            raise asyncio.CancelledError()  # left pending: resumed after the restart
+        me = asyncio.current_task()
+        assert me is not None
+        self.workflows[task_id] = me
+        try:
+            return await self._run_job(task_id)
+        finally:
+            self.workflows.pop(task_id, None)
+            self.jobs.pop(task_id, None)
+            self.cancelled.discard(task_id)
+
+    async def _begin(self, task_id: int) -> tuple[Task | None, bool]:
+        """Mark the row running for this run: (the row, whether this run resumes an earlier
+        one of the same workflow). Compare-and-set: a queued row becomes this workflow's
+        (``lease_owner`` holds the workflow id, the note names the runner), a running row only
+        resumes under the workflow that holds it, so two workflows of one task (a retry's fork
+        made twice) never both run. (None, False) when there is nothing to run: finished,
+        cancelled, or another workflow's."""
+        from dbos import DBOS
+
+        from frontdesk.db.hotpath import Add
+
+        workflow = DBOS.workflow_id or ""
+        values: dict[str, Any] = dict(
+            note=f"started by runner {self.executor_id}",
+            attempts=Add(1),
+            lease_owner=workflow,
+            lease_expires_at=None,
+        )
+        fresh = await self.store.transition(task_id, "running", expect=("queued",), **values)
+        if fresh is not None:
+            return fresh, False
+        again = await self.store.transition(
+            task_id, "running", expect=("running",), owner=workflow, **values
+        )
+        return again, again is not None
+
+    async def _run_job(self, task_id: int) -> str:
+        from frontdesk.core.durable import DurableSteps, is_cancellation
+
+        job, resumed = await self._begin(task_id)
+        if job is None:
+            return "not runnable"
+        steps = DurableSteps()
+        spec = self.registry.tools.get(job.tool)
+        if spec is None or spec.pattern != "background":
+            error = f"no background tool named {job.tool!r} is loaded here"
+            return await self._finish(steps, job, None, "failed", error=error)
+        if resumed and not spec.resumable:
+            error = f"{RESTART} (not resumable)"
+            return await self._finish(steps, job, spec, "failed", error=error)
+        config = self.registry.configs.get(spec.plugin or "")
+        ctx = ToolContext(
+            caller=job.caller,
+            session_id=job.session_id,
+            task_id=job.id,
+            department=job.department,
+            idempotency_key=f"job-{job.id}",
+            store=self.store,
+            hook=self.registry.pm.hook,
+            config=config,
+            durable=steps,
+        )
+        try:
+            # The row holds JSON; validating it again gives the tool its typed arguments (a
+            # date, a Decimal, a model), and catches a row that predates a signature change.
+            args = spec.validate(dict(job.args or {}), config)
+        except ToolError as exc:
+            return await self._finish(steps, job, spec, "failed", error=stored_error(str(exc)))
+        work = asyncio.ensure_future(execute(spec, ctx, args))
+        self.jobs[task_id] = work
+        try:
+            await asyncio.wait([work])
+        except asyncio.CancelledError:
+            # The runner is stopping: the job stays pending in DBOS, resumed after its last
+            # finished step by this runner's restart or by another runner.
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+            raise
+        if work.cancelled():
+            return "cancelled"  # its row was cancelled; whoever cancelled it wrote that
+        exc = work.exception()
+        if exc is None:
+            return await self._finish(
+                steps, job, spec, "succeeded", result=to_jsonable(work.result())
             )
-        else:
-            why = "not resumable" if not resumable else "attempt limit reached"
-            await self.store.transition(
-                task_id,
-                "failed",
-                error=f"interrupted by shutdown ({why})",
-                note=f"stopped by {self.owner} at shutdown",
-                expect=("running",),
-                owner=self.owner,
-            )
+        if is_cancellation(exc):
+            raise exc  # cancelled through DBOS: DBOS parks the workflow
+        error, _ = failure(exc, spec)
+        return await self._finish(steps, job, spec, "failed", error=error)
+
+    async def _finish(self, steps: Any, job: Task, spec: Any, status: str, **values: Any) -> str:
+        """The job's end, written once: compare-and-set on ``running``.
+
+        Not a DBOS step (a step costs two more writes to DBOS's tables): a run that resumes
+        after this write finds the row finished and does nothing (``_begin``), so the end is
+        written once whether or not DBOS recorded the workflow's own end. Through a database
+        outage the write is retried for as long as the job's own timeout allows (at least
+        ``RECORD_RETRY_SECONDS``; no limit for a job without one), and DBOS waits for its own
+        tables meanwhile, so a finished job is never re-run while its runner lives."""
+        timeout = getattr(spec, "timeout", None)
+        retry_for = None if timeout is None else max(timeout, RECORD_RETRY_SECONDS)
+        done = await record(
+            self.store,
+            job.id,
+            status,
+            expect=("running",),
+            note=values.get("error"),
+            retry_seconds=retry_for,
+            **values,
+        )
+        if done is None:
+            log.info("job %s was cancelled or closed before it finished here", job.id)
+            return "already closed"
+        return status
+
+    # -- in-turn rows left by dead call processes ------------------------------------------
 
     async def recover(self) -> list[Task]:
-        """Close or re-queue every running task whose lease expired (its process died).
+        """Close every in-turn row whose lease expired (its call process died).
 
-        Background jobs are re-queued while resumable and under ``job_max_attempts``, else
-        failed. In-turn rows (their call process died) are failed; a critical one whose retry
-        already succeeded under the same key is closed as told. Every change is compare-and-set
-        on the expired lease, so runners racing here, or a holder that renews late, never double
-        a job. A failed row keeps ``delivered_at`` empty, so the caller is told at their next
-        chance."""
+        Background jobs are not here: DBOS resumes them. A critical row whose retry already
+        succeeded under the same key is closed as told. Every change is compare-and-set on
+        the expired lease, so runners racing here, or a holder that renews late, never double
+        a close. A failed row keeps ``delivered_at`` empty, so the caller is told at their
+        next chance."""
         handled: list[Task] = []
         try:
             expired = await self.store.expired()
@@ -143,35 +341,21 @@ class Runner:
             log.exception("lease scan failed")
             return handled
         for task in expired:
+            if task.pattern == "background":
+                continue  # a row from before DBOS; reconciliation enqueues it
             try:
                 done = await self._reclaim(task)
             except Exception:
-                log.exception("could not reclaim task %s", task.id)
+                log.exception("could not close task %s", task.id)
                 continue
             if done is not None:
-                log.info("task %s (%s) reclaimed: now %s", task.id, task.tool, done.status)
+                log.info("task %s (%s) closed: now %s", task.id, task.tool, done.status)
                 handled.append(done)
         return handled
 
     async def _reclaim(self, task: Task) -> Task | None:
         holder = task.lease_owner
         guard: dict[str, Any] = {"expect": ("running",), "owner": holder, "lease_expired": True}
-        if task.pattern == "background":
-            spec = self.registry.tools.get(task.tool)
-            resumable = spec is None or spec.resumable
-            limit = self.settings.job_max_attempts
-            if resumable and task.attempts < limit:
-                return await self.store.release(
-                    self.owner,
-                    task.id,
-                    note=f"lease expired ({holder}); re-queued after attempt {task.attempts}",
-                    held_by=holder,
-                    lease_expired=True,
-                )
-            why = "not resumable" if not resumable else f"attempt {task.attempts} of {limit}"
-            return await self.store.transition(
-                task.id, "failed", error=RESTART, note=f"{RESTART} ({holder}; {why})", **guard
-            )
         if task.pattern == "critical":
             twin = await self._completed_twin(task)
             if twin is not None:
@@ -198,91 +382,6 @@ class Runner:
         since = task.created_at - timedelta(seconds=self.settings.idempotency_window_seconds)
         rows = await self.store.recent_keys(task.caller, task.tool, base, since)
         return next((t for t in rows if t.id != task.id and t.status == "succeeded"), None)
-
-    async def _run_job(self, job: Task) -> None:
-        try:
-            await self._execute(job)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("job %s crashed the runner's bookkeeping", job.id)
-        finally:
-            self.jobs.pop(job.id, None)
-            self._wake.set()
-
-    async def _execute(self, job: Task) -> None:
-        spec = self.registry.tools.get(job.tool)
-        if spec is None or spec.pattern != "background":
-            await self._finish(
-                job, "failed", error=f"no background tool named {job.tool!r} is loaded here"
-            )
-            return
-        ctx = ToolContext(
-            caller=job.caller,
-            session_id=job.session_id,
-            task_id=job.id,
-            department=job.department,
-            idempotency_key=f"job-{job.id}",
-            store=self.store,
-            hook=self.registry.pm.hook,
-            config=self.registry.configs.get(spec.plugin or ""),
-        )
-        try:
-            # Validated again here: the row may predate a change to the tool's signature.
-            args = spec.validate(dict(job.args or {}))
-        except ToolError as exc:
-            await self._finish(job, "failed", error=stored_error(str(exc)))
-            return
-        work = asyncio.ensure_future(execute(spec, ctx, args))
-        lost = False
-        try:
-            while not work.done():
-                await asyncio.wait([work], timeout=self.settings.job_lease_seconds / 3)
-                if work.done():
-                    break
-                try:
-                    held = await self.store.renew(
-                        self.owner, self.settings.job_lease_seconds, [job.id]
-                    )
-                except Exception:
-                    # The database is unreachable: keep working and try again next beat. If the
-                    # lease runs out meanwhile and another runner takes the job, the next renew
-                    # says so and this copy stops.
-                    log.warning("could not renew the lease on job %s", job.id, exc_info=True)
-                    continue
-                if job.id not in held:
-                    lost = True  # cancelled by the caller or operator, or reclaimed
-                    work.cancel()
-                    with contextlib.suppress(BaseException):
-                        await work
-                    return
-        except asyncio.CancelledError:
-            work.cancel()
-            with contextlib.suppress(BaseException):
-                await work
-            raise
-        if lost:
-            return
-        exc = work.exception()
-        if exc is None:
-            await self._finish(job, "succeeded", result=to_jsonable(work.result()))
-        else:
-            error, _ = failure(exc, spec)
-            await self._finish(job, "failed", error=error)
-
-    async def _finish(self, job: Task, status: str, **values: Any) -> None:
-        # Retried through a database outage: the result is not thrown away and re-run.
-        done = await record(
-            self.store,
-            job.id,
-            status,
-            expect=("running",),
-            note=values.get("error"),
-            owner=self.owner,
-            **values,
-        )
-        if done is None:
-            log.info("job %s was cancelled or reclaimed before it finished here", job.id)
 
 
 async def serve(

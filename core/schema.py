@@ -6,6 +6,7 @@ setup step. Read-only commands open it without ``upgrade`` and never create or m
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import stamina
@@ -14,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from frontdesk.db.store import TaskStore
 from frontdesk.db.writer import is_transient
-from frontdesk.migrations import CORE, Branch, current_sync, upgrade_sync
+from frontdesk.migrations import CORE, Branch, MigrationFailed, current_sync, upgrade_sync
 
 if TYPE_CHECKING:
     from frontdesk.core.host import Registry
@@ -40,15 +41,28 @@ async def current(conn: AsyncConnection, wanted: list[Branch]) -> dict[str, str 
     return await conn.run_sync(read)
 
 
-async def upgrade(store: TaskStore, wanted: list[Branch]) -> None:
-    """Bring every branch to its head; a cheap read when all are. Processes that open a fresh
-    SQLite file together can meet its first writer's locks (switching to WAL, migrating) where
-    the busy timeout does not apply, so "locked" is retried."""
+async def upgrade(store: TaskStore, wanted: list[Branch]) -> list[MigrationFailed]:
+    """Bring every branch to its head; a cheap read when all are. Each branch upgrades in its
+    own transaction, core's first: a plugin's branch that fails is rolled back whole and
+    returned, and every other branch still migrates (core's failure raises). Processes that
+    open a fresh SQLite file together can meet its first writer's locks (switching to WAL,
+    migrating) where the busy timeout does not apply, so "locked" is retried."""
     async with store.read_engine.connect() as conn:
         now = await current(conn, wanted)
-    behind = [b for b in wanted if now.get(b.name) != b.head]
-    if not behind:
-        return
+    faults: list[MigrationFailed] = []
+    for branch in [b for b in wanted if now.get(b.name) != b.head]:
+        try:
+            await _upgrade_branch(store, branch)
+        except MigrationFailed as exc:
+            if branch.name == CORE.name:
+                # Nothing runs without core's tables: the database's own error, which the
+                # store reports as one "cannot open database" line.
+                raise (exc.__cause__ or exc) from None
+            faults.append(exc)
+    return faults
+
+
+async def _upgrade_branch(store: TaskStore, branch: Branch) -> None:
     async for attempt in stamina.retry_context(
         on=is_transient, attempts=10, timeout=60.0, wait_initial=0.05, wait_max=2.0
     ):
@@ -56,14 +70,27 @@ async def upgrade(store: TaskStore, wanted: list[Branch]) -> None:
             async with store.write_engine.begin() as conn:
                 if store.dialect == "postgresql":
                     await conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
-                for branch in behind:
+                try:
                     await conn.run_sync(upgrade_sync, branch)
+                except MigrationFailed as exc:
+                    if is_transient(exc.__cause__):
+                        raise exc.__cause__ from None  # "locked": retried as a whole
+                    raise
+
+
+def withdraw_failed(registry: Registry, faults: list[MigrationFailed]) -> None:
+    """A plugin whose migration failed is withdrawn: its desk and tools would only fail on
+    tables that are not there. Named with the revision and the error, as doctor shows it."""
+    for fault in faults:
+        registry.fail(fault.branch, str(fault))
 
 
 async def open_store(url: str, registry: Registry | None = None) -> TaskStore:
     """A TaskStore on ``url`` with core's schema and the loaded plugins' at their heads.
 
-    Without a ``registry`` the default plugins are loaded to find their migrations."""
+    A plugin whose branch fails to migrate is withdrawn from ``registry`` (its desk and tools),
+    and the store opens for everything else. Without a ``registry`` the default plugins are
+    loaded to find their migrations."""
     if registry is None:
         from frontdesk.core import host
 
@@ -71,7 +98,11 @@ async def open_store(url: str, registry: Registry | None = None) -> TaskStore:
     wanted = branches(registry)
 
     async def prepare(store: TaskStore) -> None:
-        await upgrade(store, wanted)
+        withdraw_failed(registry, await upgrade(store, wanted))
+        # DBOS's tables (core/jobs.py): a job can then be enqueued before any runner starts.
+        from frontdesk.core.jobs import migrate
+
+        await asyncio.to_thread(migrate, url)
 
     return await TaskStore.open(url, prepare=prepare)
 

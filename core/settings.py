@@ -43,10 +43,21 @@ class Settings(BaseSettings):
 
     cache_path: Path | None = None  # synthesized ack audio; default ~/.cache/frontdesk
 
+    # In-turn work's lease: a call process renews it; a row whose lease ran out was left by a
+    # dead call process and is closed by a runner.
     job_lease_seconds: float = Field(30.0, gt=0)
-    job_max_attempts: int = Field(3, ge=1)
-    runner_concurrency: int = Field(4, ge=1)
-    runner_poll_seconds: float = Field(0.2, gt=0)
+    # Background jobs run as DBOS workflows (core/runner.py, docs/reliability.md).
+    runner_concurrency: int = Field(4, ge=1)  # jobs at once per runner
+    runner_poll_seconds: float = Field(0.2, gt=0)  # how often a runner looks at its queue
+    # The longest a dead runner's jobs wait before a live runner resumes them.
+    runner_takeover_seconds: float = Field(30.0, gt=0, le=3600)
+    # The runner's executor id; unset: <hostname>-<n>, the lowest free slot of this host.
+    runner_id: str | None = Field(None, min_length=1, max_length=100)
+    # Pinned, so a redeployed runner resumes the old one's workflows: change it only when job
+    # code changes in a way an unfinished job must not resume under (then drain first).
+    job_version: str = Field("1", min_length=1, max_length=100)
+    # DBOS's system database; unset: schema dbos on Postgres, <name>.dbos.db beside SQLite.
+    jobs_database_url: str | None = None
     followup_poll_seconds: float = Field(0.2, gt=0)
     idempotency_window_seconds: float = Field(600.0, ge=0)
     ack_after_seconds: float = Field(1.0, ge=0)

@@ -10,13 +10,16 @@ import inspect
 import json
 import logging
 import re
+import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
+from frontdesk.core import arguments
 from frontdesk.core.errors import ToolError
+from frontdesk.core.wording import task_noun
 
 _log = logging.getLogger("frontdesk.tools")
 
@@ -27,6 +30,8 @@ PATTERNS: tuple[str, ...] = get_args(Pattern)
 # shown in history is capped so a hostile 1 MB argument cannot bloat every listing.
 _MAX_STORED_STRING = 2000
 _CARD_RE = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
+# A background tool's ack may be its whole sentence, naming the job's reference number.
+REFERENCE = "{reference}"
 
 
 ToolFn = Callable[..., Awaitable[Any]]
@@ -44,12 +49,19 @@ class ToolSpec:
     sensitive: frozenset[str] = frozenset()
     resumable: bool = True
     precheck: Callable[..., Any] | None = None
+    noun: str | None = None
     plugin: str | None = None
     _model: type[BaseModel] | None = field(default=None, repr=False)
 
     @property
     def description(self) -> str:
         return inspect.cleandoc(self.fn.__doc__ or "")
+
+    @property
+    def what(self) -> str:
+        """What a caller calls the thing this tool makes: ``noun=``, else from the name
+        (``generate_report`` -> "report"). Acks, follow-ups and task status say it."""
+        return self.noun or task_noun(self.name)
 
     def problems(self) -> list[str]:
         """Why this tool cannot be registered; empty when it can."""
@@ -70,25 +82,33 @@ class ToolSpec:
                 f"background tool {self.name!r} cannot take sensitive parameters "
                 f"({', '.join(sorted(self.sensitive))}); look them up in the job instead"
             )
-        if not found:
-            try:
-                self.model()
-            except Exception as exc:  # a bad annotation
-                found.append(f"tool {self.name!r} has parameters that cannot be described: {exc}")
+        if self.ack is not None and REFERENCE in self.ack and self.pattern != "background":
+            found.append(f"tool {self.name!r}: only a background tool's ack can say {REFERENCE}")
+        if self.noun is not None and not (isinstance(self.noun, str) and self.noun.strip()):
+            found.append(f"tool {self.name!r}: noun must be a few words, e.g. noun='booking'")
+        if found:
+            return found
+        try:
+            fits = arguments.storable(self.model())
+        except Exception:  # an annotation that cannot be resolved or validated
+            fits = False
+        if not fits:
+            found += [f"tool {self.name!r}: {p}" for p in arguments.unstorable(self.fn)]
+            if not found:  # every parameter alone is fine: a default that does not fit, say
+                try:
+                    arguments.storable(arguments.build_model(self.name, self.fn))
+                except Exception as exc:
+                    found.append(
+                        f"tool {self.name!r} has parameters that cannot be described: {exc}"
+                    )
+        if self.precheck is not None and not found:
+            if (problem := arguments.precheck_problem(self.precheck, self.fn)) is not None:
+                found.append(f"tool {self.name!r}: {problem}")
         return found
 
     def model(self) -> type[BaseModel]:
         if self._model is None:
-            params = list(inspect.signature(self.fn).parameters.values())[1:]
-            hints = _hints(self.fn)
-            fields: dict[str, Any] = {}
-            for p in params:
-                annotation = hints.get(p.name, str)
-                default = ... if p.default is inspect.Parameter.empty else p.default
-                fields[p.name] = (annotation, default)
-            self._model = create_model(  # type: ignore[call-overload]
-                f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
-            )
+            self._model = arguments.build_model(self.name, self.fn)
         return self._model
 
     def json_schema(self) -> dict[str, Any]:
@@ -99,8 +119,10 @@ class ToolSpec:
         schema.setdefault("properties", {})
         return schema
 
-    def validate(self, raw: Any) -> dict[str, Any]:
-        """Arguments from the LLM, validated; a ``ToolError`` the caller may hear otherwise.
+    def validate(self, raw: Any, config: Any = None) -> dict[str, Any]:
+        """Arguments from the LLM (or a job's stored JSON), validated and typed as the tool
+        declares them, then passed through ``precheck`` (given ``config``, the plugin's
+        settings, if it asks); a ``ToolError`` the caller may hear otherwise.
 
         The sentences are spoken, so they never name the tool and say a parameter in words:
         its ``Field(description=...)`` when it has one ("I need to know whether you confirm
@@ -113,7 +135,7 @@ class ToolSpec:
         if not isinstance(raw, dict):
             raise ToolError("I couldn't read those details.")
         try:
-            args = self.model().model_validate(raw).model_dump()
+            args = arguments.typed(self.model(), raw)
         except ValidationError as exc:
             # Name only our own parameters: an invented key is the LLM's (or caller's) text,
             # which could be anything, of any length.
@@ -130,12 +152,26 @@ class ToolSpec:
             ) from None
         if self.precheck is not None:
             try:
-                self.precheck(**args)
+                arguments.call_precheck(self.precheck, args, config)
             except ToolError:
                 raise
-            except Exception:
+            except Exception as exc:
+                # A bug in the precheck, not bad input: the author needs the traceback (its
+                # message is masked, as it may quote what the caller said).
+                _log.error(
+                    "precheck of tool %s raised %s: %s\n%s",
+                    self.name,
+                    type(exc).__name__,
+                    mask_cards(str(exc)),
+                    "".join(traceback.format_tb(exc.__traceback__)),
+                )
                 raise ToolError("I couldn't use those details.") from None
         return args
+
+    def to_json(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated arguments in pydantic's JSON mode (a date as ``"2025-06-01"``, a
+        Decimal as ``"12.50"``): what a task row stores and the runner validates again."""
+        return arguments.as_json(self.model(), args)
 
     def ask_for(self, field_name: str, *, missing: bool = False) -> str:
         """The sentence that asks the caller for a parameter that is missing or invalid."""
@@ -155,15 +191,6 @@ class ToolSpec:
         return {k: "[redacted]" if k in self.sensitive else _scrub(v) for k, v in args.items()}
 
 
-def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        import typing
-
-        return typing.get_type_hints(fn, include_extras=True)
-    except Exception:
-        return {}
-
-
 # A security code is 3-4 digits, indistinguishable from any number unless it is named, so it
 # is masked where the text names it ("cvv 123", "security code: 1234"); a parameter that holds
 # one should be declared sensitive=, which hides it whatever its shape.
@@ -177,6 +204,8 @@ def mask_cards(text: str) -> str:
 
 
 def _scrub(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and _CARD_RE.fullmatch(str(value)):
+        return mask_cards(str(value))  # a card number typed as an int
     if isinstance(value, str):
         value = mask_cards(value)
         if len(value) > _MAX_STORED_STRING:
@@ -199,16 +228,23 @@ def tool(
     sensitive: Iterable[str] = (),
     resumable: bool = True,
     precheck: Callable[..., Any] | None = None,
+    noun: str | None = None,
 ) -> Any:
     """Declare a plugin tool.
 
     ``pattern`` is one of interruptible, critical, fire_and_forget or background (see
     docs/patterns.md). The docstring is the LLM's description; parameters after ``ctx`` become
-    the tool's JSON schema. ``sensitive`` names parameters that are never stored, ``ack`` is
-    said when the work takes a while, ``timeout`` fails the task past that many seconds and
-    ``resumable`` (background only) lets a crashed job be run again. ``precheck`` is called
-    with the validated arguments (no ctx) before any work starts and may raise ``ToolError``:
-    for a background tool that means bad input is answered in the call, not after queueing.
+    the tool's JSON schema, and may be any type with a JSON form (date, Decimal, an Enum, a
+    pydantic model...): they reach the tool typed. ``sensitive`` names parameters that are
+    never stored. ``ack`` is said when the work takes a while; for a background tool it opens
+    the reply with the reference number, or is the whole reply if it says ``{reference}``.
+    ``noun`` is what the caller calls the result ("booking"), in acks, follow-ups and task
+    status (default: from the name). ``timeout`` fails the task past that many seconds.
+    ``resumable`` (background only, default True) lets a job whose runner died be run again
+    from the start; set False for work that must not be repeated. ``precheck(...)`` runs before
+    any work, with the validated arguments it names and ``config`` (the plugin's settings) if
+    it asks for it; it refuses with ``ToolError``, so a background tool's bad input is answered
+    in the call, not after queueing.
     """
 
     def wrap(f: ToolFn) -> ToolSpec:
@@ -221,6 +257,7 @@ def tool(
             sensitive=frozenset(sensitive),
             resumable=resumable,
             precheck=precheck,
+            noun=noun,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -1,9 +1,9 @@
 """TaskStore's operator actions beyond cancel: retry a failed background job.
 
-A retry puts the same row back in the queue, as lease recovery does for a crashed job
-(core/runner.py): the job keeps its id, and so its idempotency key (the runner hands the tool
+A retry puts the same row back to queued (``frontdesk.core.jobs.retry_job`` then forks its
+DBOS workflow): the job keeps its id, and so its idempotency key (the runner hands the tool
 ``job-<id>``), so a side effect a tool already made under that key is not made twice. The next
-claim counts the next attempt. The result, error, progress and delivery mark are cleared, so the
+run counts the next attempt. The result, error, progress and delivery mark are cleared, so the
 caller is told the new outcome as a follow-up.
 """
 

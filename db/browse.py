@@ -1,20 +1,26 @@
-"""TaskStore's reads for the operator console: filtered pages of tasks, the event log, calls
-with their tasks, and outcomes per department and tool.
+"""TaskStore's reads for the operator console: filtered pages of tasks and their counts per
+status, the event log, calls with their tasks, and outcomes per department and tool.
 
 Every listing is newest first and keyset-paged (``before`` an id, never OFFSET), and each
-single filter is served by a (column, id) index (migration 0003), so the first page costs
-the same at a million rows as at a hundred.
+exact filter is served by a (column, id) index (migration 0003), so the first page costs
+the same at a million rows as at a hundred. A substring filter (``caller_contains``,
+``tool_contains``) walks the id index until the page is full: cheap when the text is common,
+a scan of the table when it is rare.
+
+``outcomes(engine, since)`` takes its engine, so the console can run it on a connection of its
+own: a full-table aggregate must never hold the one read connection a listing waits for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Float, and_, cast, func, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql import ColumnElement
 
 from frontdesk.db.hotpath import Condition, HotSql, read
 from frontdesk.db.models import FINISHED, Call
@@ -47,7 +53,8 @@ _LOG_COLUMNS = [
 @dataclass(frozen=True)
 class TaskFilter:
     """What a task listing may be narrowed by; None means any. ``since`` is inclusive,
-    ``until`` exclusive, both on ``created_at`` (see ``Browse.page`` on their edges)."""
+    ``until`` exclusive, both on ``created_at`` (see ``Browse.page`` on their edges).
+    ``caller_contains`` and ``tool_contains`` match a substring, in any case."""
 
     caller: str | None = None
     status: str | None = None
@@ -57,6 +64,8 @@ class TaskFilter:
     session_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    caller_contains: str | None = None
+    tool_contains: str | None = None
 
     def conditions(self) -> list[Condition]:
         out: list[Condition] = []
@@ -68,6 +77,17 @@ class TaskFilter:
             out.append(("created_at", ">=", self.since))
         if self.until is not None:
             out.append(("created_at", "<", self.until))
+        return out
+
+    def substrings(self) -> list[ColumnElement[bool]]:
+        """The substring filters as SQL (wildcards in the text are escaped, not wildcards)."""
+        out = []
+        for column, text in (
+            (tasks.c.caller, self.caller_contains),
+            (tasks.c.tool, self.tool_contains),
+        ):
+            if text:
+                out.append(column.icontains(text, autoescape=True))
         return out
 
 
@@ -93,11 +113,8 @@ class Browse:
     read_engine: AsyncEngine
     _hot: HotSql | None
 
-    async def page(
-        self, where: TaskFilter | None = None, *, limit: int = 50, before: int | None = None
-    ) -> list[Task]:
-        """At most ``limit`` tasks matching ``where`` with ids below ``before``, newest first."""
-        where = where or TaskFilter()
+    async def _conditions(self, where: TaskFilter, before: int | None) -> list[Condition] | None:
+        """``where`` as hot-path conditions with id bounds; None when nothing can match."""
         conds = where.conditions()
         upper = before
         # A time bound alone would walk the table by id until it found the page (or found
@@ -107,7 +124,7 @@ class Browse:
         if where.since is not None:
             low = await self._first_id_from(where.since)
             if low is None:
-                return []  # nothing was created at or after ``since``
+                return None  # nothing was created at or after ``since``
             conds.append(("id", ">=", low))
         if where.until is not None:
             cut = await self._first_id_from(where.until)
@@ -117,17 +134,47 @@ class Browse:
             conds.append(("id", "<", upper))
         if not conds:
             conds.append(("id", ">=", 1))  # the hot path's SELECT always has a WHERE
+        return conds
+
+    async def page(
+        self, where: TaskFilter | None = None, *, limit: int = 50, before: int | None = None
+    ) -> list[Task]:
+        """At most ``limit`` tasks matching ``where`` with ids below ``before``, newest first."""
+        where = where or TaskFilter()
+        conds = await self._conditions(where, before)
+        if conds is None:
+            return []
+        substrings = where.substrings()
         hot = self._hot
-        if hot is not None:
+        if hot is not None and not substrings:
             # On SQLite one hop to the driver's thread (db/hotpath.py): the first page of a
             # listing costs about what the index lookup does.
             sql, params = hot.select(conds)
             sql, params = sql + " LIMIT ?", [*params, limit]
             rows = await read(self.read_engine, lambda conn: conn.execute(sql, params).fetchall())
             return [Task(*hot.row(r)) for r in rows]
-        stmt = select(tasks).where(*_sa_where(conds)).order_by(tasks.c.id.desc()).limit(limit)
+        stmt = (
+            select(tasks)
+            .where(*_sa_where(conds), *substrings)
+            .order_by(tasks.c.id.desc())
+            .limit(limit)
+        )
         async with self.read_engine.connect() as conn:
             return [Task.from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def status_counts(self, where: TaskFilter | None = None) -> dict[str, int]:
+        """How many tasks match ``where`` (its ``status`` aside), per status."""
+        where = replace(where or TaskFilter(), status=None)
+        conds = await self._conditions(where, None)
+        if conds is None:
+            return {}
+        stmt = (
+            select(tasks.c.status, func.count())
+            .where(*_sa_where(conds), *where.substrings())
+            .group_by(tasks.c.status)
+        )
+        async with self.read_engine.connect() as conn:
+            return {status: int(n) for status, n in (await conn.execute(stmt)).all()}
 
     async def _first_id_from(self, when: datetime) -> int | None:
         """The id of the first task (by created_at) created at or after ``when``."""
@@ -168,12 +215,19 @@ class Browse:
             return int((await conn.execute(select(func.max(events_t.c.id)))).scalar() or 0)
 
     async def calls(
-        self, *, caller: str | None = None, limit: int = 50, before: datetime | None = None
+        self,
+        *,
+        caller: str | None = None,
+        limit: int = 50,
+        before: datetime | None = None,
+        caller_contains: str | None = None,
     ) -> list[dict[str, Any]]:
         """Calls newest first (by start), each with its handoffs; ``before`` a start time."""
         stmt = select(calls_t)
         if caller is not None:
             stmt = stmt.where(calls_t.c.caller == caller)
+        if caller_contains:
+            stmt = stmt.where(calls_t.c.caller.icontains(caller_contains, autoescape=True))
         if before is not None:
             stmt = stmt.where(calls_t.c.started_at < before)
         stmt = stmt.order_by(calls_t.c.started_at.desc(), calls_t.c.session_id).limit(limit)
@@ -192,53 +246,60 @@ class Browse:
             rows = (await conn.execute(stmt)).all()
         return {**_call(row), "tasks": [Task.from_row(r) for r in rows]}
 
-    async def outcomes(self) -> list[dict[str, Any]]:
-        """Per department, tool and finished status: the count and the median and p95
-        duration in seconds (nearest rank), aggregated in SQL."""
-        seconds = duration_seconds(self.read_engine.dialect.name)
-        dept = func.coalesce(tasks.c.department, "-").label("department")
-        key = (dept, tasks.c.tool, tasks.c.status)
-        finished = tasks.c.status.in_(FINISHED)
-        counts = select(*key, func.count().label("n")).where(finished).group_by(*key)
-        timed = and_(finished, tasks.c.started_at.is_not(None), tasks.c.finished_at.is_not(None))
-        window = {"partition_by": key}
-        ranked = (
-            select(
-                *key,
-                cast(seconds, Float).label("s"),
-                func.row_number().over(order_by=seconds, **window).label("rn"),
-                func.count().over(**window).label("n"),
-            )
-            .where(timed)
-            .subquery()
+    async def outcomes(self, since: datetime | None = None) -> list[dict[str, Any]]:
+        """``outcomes`` on the store's own read engine."""
+        return await outcomes(self.read_engine, since)
+
+
+async def outcomes(engine: AsyncEngine, since: datetime | None = None) -> list[dict[str, Any]]:
+    """Per department, tool and finished status: the count and the median and p95 duration in
+    seconds (nearest rank), aggregated in SQL, of the tasks created at or after ``since``."""
+    seconds = duration_seconds(engine.dialect.name)
+    dept = func.coalesce(tasks.c.department, "-").label("department")
+    key = (dept, tasks.c.tool, tasks.c.status)
+    finished = tasks.c.status.in_(FINISHED)
+    if since is not None:
+        finished = and_(finished, tasks.c.created_at >= since)
+    counts = select(*key, func.count().label("n")).where(finished).group_by(*key)
+    timed = and_(finished, tasks.c.started_at.is_not(None), tasks.c.finished_at.is_not(None))
+    window = {"partition_by": key}
+    ranked = (
+        select(
+            *key,
+            cast(seconds, Float).label("s"),
+            func.row_number().over(order_by=seconds, **window).label("rn"),
+            func.count().over(**window).label("n"),
         )
-        c = ranked.c
-        # Nearest rank: the median is row n/2 + 1 (upper median), p95 row ceil(0.95 n).
-        picks = select(c.department, c.tool, c.status, c.s, c.rn, c.n).where(
-            or_(
-                c.rn == literal_column("n / 2 + 1"),
-                c.rn == literal_column("(n * 95 + 99) / 100"),
-            )
+        .where(timed)
+        .subquery()
+    )
+    c = ranked.c
+    # Nearest rank: the median is row n/2 + 1 (upper median), p95 row ceil(0.95 n).
+    picks = select(c.department, c.tool, c.status, c.s, c.rn, c.n).where(
+        or_(
+            c.rn == literal_column("n / 2 + 1"),
+            c.rn == literal_column("(n * 95 + 99) / 100"),
         )
-        async with self.read_engine.connect() as conn:
-            count_rows = (await conn.execute(counts)).all()
-            pick_rows = (await conn.execute(picks)).all()
-        median: dict[tuple[str, str, str], float] = {}
-        p95: dict[tuple[str, str, str], float] = {}
-        for r in pick_rows:
-            k = (r.department, r.tool, r.status)
-            if r.rn == r.n // 2 + 1:
-                median[k] = r.s
-            if r.rn == (r.n * 95 + 99) // 100:
-                p95[k] = r.s
-        return [
-            {
-                "department": r.department,
-                "tool": r.tool,
-                "status": r.status,
-                "count": int(r.n),
-                "median_seconds": median.get((r.department, r.tool, r.status)),
-                "p95_seconds": p95.get((r.department, r.tool, r.status)),
-            }
-            for r in sorted(count_rows, key=lambda r: (r.department, r.tool, r.status))
-        ]
+    )
+    async with engine.connect() as conn:
+        count_rows = (await conn.execute(counts)).all()
+        pick_rows = (await conn.execute(picks)).all()
+    median: dict[tuple[str, str, str], float] = {}
+    p95: dict[tuple[str, str, str], float] = {}
+    for r in pick_rows:
+        k = (r.department, r.tool, r.status)
+        if r.rn == r.n // 2 + 1:
+            median[k] = r.s
+        if r.rn == (r.n * 95 + 99) // 100:
+            p95[k] = r.s
+    return [
+        {
+            "department": r.department,
+            "tool": r.tool,
+            "status": r.status,
+            "count": int(r.n),
+            "median_seconds": median.get((r.department, r.tool, r.status)),
+            "p95_seconds": p95.get((r.department, r.tool, r.status)),
+        }
+        for r in sorted(count_rows, key=lambda r: (r.department, r.tool, r.status))
+    ]

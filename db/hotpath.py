@@ -37,6 +37,16 @@ Processor = Callable[[Any], Any] | None
 Condition = tuple[str, str, Any]
 
 _BINARY = ("=", "<", ">=", "LIKE")
+
+
+class Add:
+    """A value that adds to the column instead of replacing it (``attempts`` + 1), on either
+    path: ``HotSql.update`` writes ``col = col + ?``, the Core path ``col + n``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
 _tasks = TaskRow.__table__
 _events = TaskEventRow.__table__
 
@@ -147,12 +157,17 @@ class HotSql:
     ) -> tuple[str, list[Any]]:
         """UPDATE tasks SET ``values`` WHERE every condition holds, RETURNING the task (or
         just the ``returning`` columns)."""
-        key = ("update", tuple(values), tuple((c, o) for c, o, _ in where), tuple(returning or ()))
+        adds = tuple(isinstance(v, Add) for v in values.values())
+        key = ("update", tuple(values), adds, tuple((c, o) for c, o, _ in where))
+        key += (tuple(returning or ()),)
         key += tuple(len(v) for _, o, v in where if o == "in")
         sql = self._cache.get(key)
         if sql is None:
             self._check([*values, *(c for c, _, _ in where), *(returning or ())])
-            sets = ", ".join(f"{self._q[c]} = ?" for c in values)
+            sets = ", ".join(
+                f"{self._q[c]} = {self._q[c]} + ?" if add else f"{self._q[c]} = ?"
+                for c, add in zip(values, adds, strict=True)
+            )
             terms = self._where(where)
             back = (
                 " RETURNING " + ", ".join(self._q[c] for c in returning)
@@ -160,7 +175,7 @@ class HotSql:
                 else self._returning
             )
             sql = self._cache[key] = f"UPDATE {self._table} SET {sets} WHERE {terms}{back}"
-        params = [self._param(k, v) for k, v in values.items()]
+        params = [v.n if isinstance(v, Add) else self._param(k, v) for k, v in values.items()]
         return sql, self._where_params(where, params)
 
     def select(
@@ -178,31 +193,6 @@ class HotSql:
             sql = f"SELECT {cols} FROM {self._table} WHERE {terms} ORDER BY {self._q['id']} {order}"
             self._cache[key] = sql
         return sql, self._where_params(where, [])
-
-    def claim(self, owner: str, expires: datetime, now: datetime) -> tuple[str, list[Any]]:
-        """Take the oldest queued background job: one statement, so two runners on one file
-        cannot both take it (SQLite has one writer at a time)."""
-        sql = self._cache.get("claim")
-        if sql is None:
-            q, t = self._q, self._table
-            sql = self._cache["claim"] = (
-                f"UPDATE {t} SET {q['status']} = ?, {q['lease_owner']} = ?, "
-                f"{q['lease_expires_at']} = ?, {q['attempts']} = {q['attempts']} + 1, "
-                f"{q['started_at']} = ? "
-                f"WHERE {q['id']} = (SELECT {q['id']} FROM {t} WHERE {q['status']} = ? "
-                f"AND {q['pattern']} = ? ORDER BY {q['id']} LIMIT 1) AND {q['status']} = ?"
-                + self._returning
-            )
-        stamp = self._bind["started_at"]
-        return sql, [
-            "running",
-            owner,
-            stamp(expires) if stamp else expires,
-            stamp(now) if stamp else now,
-            "queued",
-            "background",
-            "queued",
-        ]
 
 
 def hot_write(
@@ -240,4 +230,4 @@ async def read(engine: AsyncEngine, fn: Callable[[sqlite3.Connection], Any]) -> 
             raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
 
 
-__all__ = ["HotSql", "hot_write", "read"]
+__all__ = ["Add", "HotSql", "hot_write", "read"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Float,
     ForeignKey,
@@ -91,3 +92,17 @@ class Call(Base):
     handoffs: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
     __table_args__ = (Index("ix_calls_started_at", "started_at"),)
+
+
+class Runner(Base):
+    """A background runner (a DBOS executor) and its heartbeat (core/takeover.py)."""
+
+    __tablename__ = "runners"
+
+    executor_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    version: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(12))  # running, stopped, gone (taken over)
+    beats: Mapped[int] = mapped_column(BigInteger)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

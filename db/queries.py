@@ -25,13 +25,15 @@ tasks = TaskRow.__table__
 events_t = TaskEventRow.__table__
 
 
-# Task ids are 64-bit integers on every backend; a larger number names no task.
-MAX_ID = 2**63 - 1
+# tasks.id is ``Integer``: 32-bit on Postgres (asyncpg refuses a larger bind), 64-bit on SQLite
+# (where sqlite3 raises OverflowError past that). A number outside the narrower range names no
+# task on either.
+MAX_ID = 2**31 - 1
 
 
 def valid_id(task_id: object) -> int:
     """``task_id`` as an int that can name a task, or ``TaskNotFound``: an id past the
-    column's 64-bit range would make the driver raise OverflowError, not "not found"."""
+    column's range would make the driver raise (DataError, OverflowError), not "not found"."""
     try:
         value = int(task_id)  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):

@@ -1,7 +1,7 @@
 """TaskStore: the one way every part of frontdesk reads and writes tasks, events and calls.
 
 Writes go through a ``GroupWriter`` (one serialized writer, group commit). On SQLite the hot
-writes (create, transition, progress, delivery, claim, renew) run as plain SQL on the driver's
+writes (create, transition, progress, delivery, renew) run as plain SQL on the driver's
 thread, a whole batch per hop (db/hotpath.py); everything else, and every write on Postgres,
 uses SQLAlchemy Core. Reads use their own engine so a long listing never waits on a commit.
 Each transition appends a task_event in the same transaction and, once committed, is passed to
@@ -32,13 +32,14 @@ from frontdesk.db.engine import (
     settle_driver_threads,
 )
 from frontdesk.db.errors import NotCancellable, StoreUnavailable
-from frontdesk.db.hotpath import Condition, HotSql, hot_write
+from frontdesk.db.hotpath import Add, Condition, HotSql, hot_write
 from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
+from frontdesk.db.runners import Runners
 from frontdesk.db.watch import CHANNEL
 from frontdesk.db.writer import GroupWriter
 
@@ -56,7 +57,7 @@ ALLOWED_FROM: dict[str, tuple[str, ...]] = {
     "succeeded": ("running",),
     "failed": ("queued", "running"),
     "cancelled": ("queued", "running"),
-    "queued": ("running",),  # a lease given up or reclaimed
+    "queued": ("running",),
 }
 
 _INSERT_TASK = insert(tasks).returning(*tasks.c)
@@ -120,7 +121,7 @@ class _Recent:
     found: list[Task] = field(default_factory=list)
 
 
-class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
+class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
     def __init__(self, url: str) -> None:
         self.url = url
         self.read_engine: AsyncEngine = create_engine(url)
@@ -299,6 +300,7 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
         if hot is not None and not any(isinstance(v, ClauseElement) for v in values.values()):
             sql, params = hot.update(values, where)
             return await self._writer.run_raw(hot_write(hot, sql, params, now, note))
+        values = {k: tasks.c[k] + v.n if isinstance(v, Add) else v for k, v in values.items()}
         stmt = update(tasks).where(*_sa_where(where)).values(**values).returning(*tasks.c)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:
@@ -318,7 +320,8 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions):
         """Cancel a queued or running background job, the one rule behind the cancel tool,
         `frontdesk tasks cancel` and the app's RPC. With ``caller``, another caller's task is
         ``TaskNotFound``. Whoever cancels knows, so the task is marked delivered (no
-        follow-up); a running job's runner sees it at its next lease renewal and stops."""
+        follow-up). Use ``frontdesk.core.jobs.cancel_job``, which tells DBOS first; a running
+        job's runner sees the row cancelled within a poll and stops it."""
         task = await self.get(task_id, caller=caller)
         if task.pattern != "background":
             raise NotCancellable(task, "not background")

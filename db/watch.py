@@ -8,6 +8,7 @@
   connection that dropped (it is re-opened) and writers that do not NOTIFY.
 
 A wake means "look": the caller reads what is new itself, so a spurious wake costs one read.
+``wait`` says whether it saw a sign of a change (False: only the fallback interval passed).
 """
 
 from __future__ import annotations
@@ -35,15 +36,17 @@ class ChangeWatch:
         self._version: int | None = None
         self._listener: Any = None  # asyncpg.Connection
         self._notified = asyncio.Event()
+        self._listen_failing = False
         self.wakes = 0
 
-    async def wait(self) -> None:
-        """Return once something may have changed (or the fallback interval passed)."""
+    async def wait(self) -> bool:
+        """Return once something may have changed (True) or the fallback interval passed."""
         if self.sqlite:
-            await self._wait_sqlite()
+            changed = await self._wait_sqlite()
         else:
-            await self._wait_postgres()
+            changed = await self._wait_postgres()
         self.wakes += 1
+        return changed
 
     # -- SQLite -----------------------------------------------------------------------------
 
@@ -55,7 +58,7 @@ class ChangeWatch:
             self._version_conn = sqlite3.connect(path, check_same_thread=False)
         return int(self._version_conn.execute("PRAGMA data_version").fetchone()[0])
 
-    async def _wait_sqlite(self) -> None:
+    async def _wait_sqlite(self) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.fallback
         while True:
@@ -66,8 +69,9 @@ class ChangeWatch:
                 log.debug("data_version read failed", exc_info=True)
                 version = None
             if version is None or version != self._version or loop.time() >= deadline:
+                changed = version is None or version != self._version
                 self._version = version
-                return
+                return changed
 
     # -- Postgres ---------------------------------------------------------------------------
 
@@ -85,18 +89,26 @@ class ChangeWatch:
         )
         await self._listener.add_listener(CHANNEL, lambda *_: self._notified.set())
 
-    async def _wait_postgres(self) -> None:
+    async def _wait_postgres(self) -> bool:
         if self._listener is None or self._listener.is_closed():
             self._listener = None
             try:
                 await self._listen()
-            except Exception:
-                log.warning("cannot LISTEN for task changes; polling", exc_info=True)
+            except Exception as exc:
+                if not self._listen_failing:  # once per outage, not a traceback per retry
+                    log.warning("cannot LISTEN for task changes (%s); polling", exc)
+                self._listen_failing = True
                 await asyncio.sleep(self.fallback)
-            return  # (re)connected: whatever happened meanwhile is read now
-        with contextlib.suppress(asyncio.TimeoutError):
+                return True
+            self._listen_failing = False
+            return True  # (re)connected: whatever happened meanwhile is read now
+        try:
             await asyncio.wait_for(self._notified.wait(), self.fallback)
-        self._notified.clear()
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._notified.clear()
+        return True
 
     async def aclose(self) -> None:
         if self._version_conn is not None:

@@ -40,6 +40,9 @@ def alembic_config(branch: Branch = CORE, *, url: str | None = None, connection:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(HERE))
+    # One folder, split on nothing: a plugin installed under a path with a space or a comma
+    # would otherwise be read as two folders (and alembic warns about the legacy split).
+    cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("version_locations", str(branch.versions))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -70,10 +73,45 @@ def head_revision(versions: Path = CORE.versions) -> str:
     return heads.pop()
 
 
-def upgrade_sync(sync_conn: Any, branch: Branch = CORE, revision: str = "head") -> None:
-    from alembic import command
+class MigrationFailed(Exception):
+    """A branch's upgrade failed: which branch, at which revision, and why (one line)."""
 
-    command.upgrade(alembic_config(branch, connection=sync_conn), revision)
+    def __init__(self, branch: str, revision: str | None, reason: str) -> None:
+        self.branch, self.revision, self.reason = branch, revision, reason
+        super().__init__(f"migration {revision or '?'} failed: {reason}")
+
+
+def upgrade_sync(sync_conn: Any, branch: Branch = CORE, revision: str = "head") -> None:
+    """Upgrade one branch on ``sync_conn`` (inside the caller's transaction, so a failure
+    leaves none of the branch's revisions behind). ``MigrationFailed`` names the revision."""
+    from alembic import command
+    from sqlalchemy.exc import DBAPIError
+
+    cfg = alembic_config(branch, connection=sync_conn)
+    applied: list[str] = []
+    cfg.attributes["applied"] = applied
+    before = current_sync(sync_conn, branch)
+    try:
+        command.upgrade(cfg, revision)
+    except Exception as exc:
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            raise  # the database went away: not this branch's fault
+        pending = _pending(cfg, before, revision)
+        failed = next((r for r in pending if r not in applied), None)
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [repr(exc)]
+        raise MigrationFailed(branch.name, failed, reason[0][:300]) from exc
+
+
+def _pending(cfg: Any, current: str | None, target: str) -> list[str]:
+    """The revisions an upgrade from ``current`` to ``target`` runs, oldest first."""
+    try:
+        from alembic.script import ScriptDirectory
+
+        script = ScriptDirectory.from_config(cfg)
+        revisions = script.iterate_revisions(target, current or "base")
+        return [r.revision for r in revisions][::-1]
+    except Exception:
+        return []
 
 
 def downgrade_sync(sync_conn: Any, branch: Branch, revision: str) -> None:

@@ -13,6 +13,12 @@ else:
     target_metadata = None  # a plugin's revisions say what they create
 
 
+def _applied(ctx, step, heads, run_args) -> None:
+    # Which revisions ran, so a failure can name the one that broke (frontdesk.migrations).
+    if step.up_revision_id and step.is_upgrade:
+        config.attributes.setdefault("applied", []).append(step.up_revision_id)
+
+
 def run(connection) -> None:
     context.configure(
         connection=connection,
@@ -20,6 +26,7 @@ def run(connection) -> None:
         version_table=config.attributes.get("version_table", "alembic_version"),
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        on_version_apply=_applied,
     )
     context.run_migrations()
 

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-os.environ.setdefault("FRONTDESK_LOAD_PLUGINS", "")  # tests choose their plugins explicitly
+# Tests choose their plugins explicitly: whatever is installed in the environment (a plugin
+# being developed, a broken one) never loads unless a test asks, even if the shell set this.
+os.environ["FRONTDESK_LOAD_PLUGINS"] = ""
 
 import kit  # noqa: E402
 import pgtest  # noqa: E402
@@ -108,6 +110,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         runner_poll_seconds=0.05,
         ack_after_seconds=0.5,
         fire_and_forget_grace_seconds=2,
+        runner_takeover_seconds=3,
     )
 
 

@@ -130,13 +130,21 @@ for _name in (CRASH_AFTER_CHARGE, GATEWAY_DELAY):
     BASE_ENV.pop(_name, None)
 
 
-def start(*args: str, lease: float = 1.0, **env: str) -> subprocess.Popen[bytes]:
+def start(
+    *args: str, lease: float = 1.0, takeover: float = 3.0, **env: str
+) -> subprocess.Popen[bytes]:
     """``frontdesk ARGS`` with the test plugins, in its own process group.
 
     Output goes to temporary files, not pipes: a chatty process (``simulate --json`` with 100
     callers) would otherwise fill a pipe nobody is reading yet and block on a write, stalling
     its event loop mid-call. Read it with ``output(proc)``."""
-    full_env = {**BASE_ENV, "FRONTDESK_JOB_LEASE_SECONDS": str(lease), **env}
+    full_env = {
+        **BASE_ENV,
+        "FRONTDESK_JOB_LEASE_SECONDS": str(lease),
+        "FRONTDESK_RUNNER_TAKEOVER_SECONDS": str(takeover),
+        "FRONTDESK_RUNNER_POLL_SECONDS": "0.05",
+        **env,
+    }
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), *args],

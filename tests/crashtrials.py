@@ -61,7 +61,7 @@ def settings_for(url: str, tmp: Path) -> Settings:
     return Settings(
         database_url=url, load_plugins="",
         job_lease_seconds=3, followup_poll_seconds=0.05, runner_poll_seconds=0.05,
-        ack_after_seconds=0.5, fire_and_forget_grace_seconds=2,
+        ack_after_seconds=0.5, fire_and_forget_grace_seconds=2, runner_takeover_seconds=3,
     )  # fmt: skip
 
 
@@ -71,6 +71,10 @@ def call_back(
     """Each caller's next call, concurrently, in this process with an embedded runner (a
     restarted worker). Returns (failed expectations, transcript)."""
     events: list[dict[str, Any]] = []
+    # The restarted worker seeds a new caller's invoices as the killed one would have: a kill
+    # that lands before the caller's account existed must not leave the callback without them.
+    seed = "FRONTDESK_BILLING_SEED_INVOICES"
+    os.environ.setdefault(seed, crashkit.BASE_ENV[seed])
     scenarios = [parse_scenario({"caller": c, "steps": steps}) for c, steps in calls.items()]
     registry = crashkit.load_registry(settings)
     failures = asyncio.run(simulate(scenarios, settings, registry, events.append))
@@ -82,19 +86,25 @@ def _left_running(url: str) -> int:
     return len(crashkit.query(url, "SELECT id FROM tasks WHERE status = 'running'"))
 
 
-def _queue(url: str, jobs: list[tuple[str, dict[str, Any]]]) -> list[int]:
+def _queue(url: str, jobs: list[tuple[str, dict[str, Any]]], tool: str = "experiment") -> list[int]:
+    """Exactly what a call's background tool writes: the row, then the enqueue."""
+    from frontdesk.core.jobs import JobClient
 
     async def run() -> list[int]:
         store = await open_store(url)
-        try:  # exactly the rows a call's background tool writes
-            return [
-                (await store.create(
-                    caller=caller, tool="experiment", pattern="background", department="lab",
+        client = JobClient(Settings(database_url=url))
+        try:
+            ids = []
+            for caller, args in jobs:
+                row = await store.create(
+                    caller=caller, tool=tool, pattern="background", department="lab",
                     plugin="kit", args=args, note="queued for the runner",
-                )).id
-                for caller, args in jobs
-            ]  # fmt: skip
+                )  # fmt: skip
+                await client.enqueue(row.id)
+                ids.append(row.id)
+            return ids
         finally:
+            await client.aclose()
             await store.close()
 
     return asyncio.run(run())
@@ -321,6 +331,15 @@ def _many_calls(caller: str) -> dict[str, Any]:
     }
 
 
+def _resumed_after_stop(starts: list[tuple[int, str]]) -> set[int]:
+    """Jobs started by a second runner after the first stopped (a simulate process ends its
+    runner when its own calls are done; the other runner resumes what it was running)."""
+    by: dict[int, list[str]] = {}
+    for task_id, note in starts:
+        by.setdefault(task_id, []).append(note)
+    return {i for i, notes in by.items() if len(notes) == 2 and notes[0] != notes[1]}
+
+
 def two_processes(url: str, tmp: Path, *, calls: int = 100) -> Outcome:
     """Two ``frontdesk simulate --callers N`` processes (each with its embedded runner) on one
     database. Every call's three rows must be there once, finished."""
@@ -330,9 +349,18 @@ def two_processes(url: str, tmp: Path, *, calls: int = 100) -> Outcome:
     for name in ("p1", "p2"):
         path = crashkit.write_scenario(tmp / f"{name}.yaml", **_many_calls(name))
         procs.append(
+            # The production bound: 100 calls on one loop can hold a heartbeat for seconds.
             crashkit.start(
-                "simulate", str(path), "--json", "--callers", str(calls), "--db", url, lease=30
-            )
+                "simulate",
+                str(path),
+                "--json",
+                "--callers",
+                str(calls),
+                "--db",
+                url,
+                lease=30,
+                takeover=30,
+            )  # fmt: skip
         )
     outputs = [crashkit.finish(p, timeout=300) for p in procs]
     out.details["returncodes"] = [p.returncode for p in procs]
@@ -347,27 +375,73 @@ def two_processes(url: str, tmp: Path, *, calls: int = 100) -> Outcome:
     )
     rows = crashkit.query(url, "SELECT id, caller, tool, status, attempts FROM tasks")
     seen = Counter((c, t) for _, c, t, s, _ in rows if s == "succeeded")
-    handed_over = {
-        i
-        for (i,) in crashkit.query(
-            url, "SELECT task_id FROM task_events WHERE note LIKE 'released by % at shutdown'"
-        )
-    }
     out.rows = sum(expected.values())
     out.lost = sum(max(0, n - seen[k]) for k, n in expected.items())
     out.doubled = sum(
         max(0, n - expected[k]) for k, n in Counter((c, t) for _, c, t, _, _ in rows).items()
     )
-    # A job runs again only after a graceful hand-over (its process ended); else it doubled.
-    out.doubled += sum(1 for i, *_, attempts in rows if attempts > 1 and i not in handed_over)
-    out.details["handed_over"] = len(handed_over)
-    out.details["runners"] = len(
-        {
-            n.split(":")[2]
-            for (n,) in crashkit.query(
-                url, "SELECT note FROM task_events WHERE note LIKE 'claimed by%'"
-            )
-        }
+    # A job runs again only after its runner stopped (the other resumes it); else it doubled.
+    starts = crashkit.query(
+        url, "SELECT task_id, note FROM task_events WHERE note LIKE 'started by runner %'"
     )
+    out.doubled += sum(n - 1 for n in Counter(i for i, _ in starts).values() if n > 1) - sum(
+        1 for i, *_ in rows if i in _resumed_after_stop(starts)
+    )
+    finishes = crashkit.query(
+        url, "SELECT task_id FROM task_events WHERE status = 'succeeded' AND note IS NULL"
+    )
+    out.doubled += sum(n - 1 for n in Counter(i for (i,) in finishes).values())
+    out.details["resumed"] = len(_resumed_after_stop(starts))
+    out.details["runners"] = len({n.rsplit(" ", 1)[1] for _, n in starts})
+    out.seconds = time.monotonic() - started
+    return out
+
+
+# -- 5. a durable 3-step job killed after one of its steps ------------------------------------
+
+STEPS = ("gather", "write", "draw")
+
+
+def steps_killed(url: str, tmp: Path, *, step: str) -> Outcome:
+    """A 3-step job (kit's ``pipeline``) whose runner is SIGKILLed right after ``step`` was
+    recorded; a new runner resumes it. Lost: the job did not succeed, or a step never ran.
+    Doubled: any step's effect more than once, or the result written twice."""
+    import kit
+
+    started = time.monotonic()
+    out = Outcome("3-step job killed after a step")
+    log = tmp / "effects.jsonl"
+    [job] = _queue(url, [("ada", {"name": "k"})], tool="pipeline")
+    env = {kit.EFFECTS: str(log), kit.HANG_AFTER: step}
+    runner = crashkit.start("runner", "--db", url, **env)
+    try:
+        crashkit.wait_until(
+            lambda: any(e["effect"] == f"hung after {step}" for e in kit.effects(log)),
+            timeout=60,
+            proc=runner,
+        )
+    finally:
+        out.kills = int(crashkit.kill(runner))
+    again = crashkit.start("runner", "--db", url, **{kit.EFFECTS: str(log)})
+    try:
+        crashkit.wait_until(
+            lambda: crashkit.query(url, "SELECT 1 FROM tasks WHERE id = ? AND status = ?", job,
+                                   "succeeded"),
+            timeout=60,
+            proc=again,
+        )  # fmt: skip
+    except AssertionError:
+        pass  # counted as lost below
+    finally:
+        crashkit.stop(again)
+    counts = Counter(e["effect"] for e in kit.effects(log) if e["effect"] in STEPS)
+    [(status,)] = crashkit.query(url, "SELECT status FROM tasks WHERE id = ?", job)
+    finishes = crashkit.query(
+        url, "SELECT 1 FROM task_events WHERE task_id = ? AND status = 'succeeded'", job
+    )
+    out.rows = 1
+    out.lost = int(status != "succeeded" or set(counts) != set(STEPS)) + _left_running(url)
+    out.doubled = sum(n - 1 for n in counts.values()) + max(0, len(finishes) - 1)
+    out.details["step"] = step
     out.seconds = time.monotonic() - started
     return out

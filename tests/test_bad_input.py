@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
+import jobkit
 import pytest
 from pydantic import Field
 
@@ -156,7 +157,6 @@ async def test_outage_mid_tool_records_the_real_outcome_once_the_db_is_back(call
 async def test_runner_keeps_a_finished_jobs_result_through_an_outage(store, registry, settings):
     """A background job finishes while the database is read-only: the runner keeps retrying
     the write (it does not drop the result and run the job again) until the database is back."""
-    from frontdesk.core.runner import Runner
     from frontdesk.core.tools import tool
 
     @tool(pattern="background")
@@ -166,15 +166,15 @@ async def test_runner_keeps_a_finished_jobs_result_through_an_outage(store, regi
         return {"summary": "Brewed."}
 
     registry.tools["brew"] = brew
-    job = await store.create(caller="bo", tool="brew", pattern="background", args={})
-    runner = Runner(store, registry, settings)
-    running = asyncio.create_task(runner._run_job(await store.claim(runner.owner, 30)))
-    await set_writable(store, False)
-    await asyncio.sleep(0.8)  # finished meanwhile; its end cannot be written yet
-    assert (await store.get(job.id)).status == "running" and not running.done()
-    await set_writable(store, True)
-    await asyncio.wait_for(running, 10)
-    row = await store.get(job.id)
+    async with jobkit.running(store, registry, settings):
+        job = await jobkit.queue(store, settings, "brew")
+        await jobkit.in_status(store, job.id, "running")
+        await set_writable(store, False)
+        await asyncio.sleep(0.8)  # finished meanwhile; its end cannot be written yet
+        assert (await store.get(job.id)).status == "running"
+        await set_writable(store, True)
+        row = await jobkit.finished(store, job.id)
+    # Written once the store was back, from the same run: not re-run.
     assert row.status == "succeeded" and row.result == {"summary": "Brewed."} and row.attempts == 1
 
 

@@ -169,7 +169,7 @@ def test_doctor_does_not_import_livekit(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""},
     )
     assert "LIVEKIT []" in out.stdout, out.stdout + out.stderr
 
@@ -240,3 +240,13 @@ def test_start_no_runner_and_dev(app, no_worker):
     assert no_worker[-1]["dev"] is True and no_worker[-1]["log_format"] == "colored"
     assert no_worker[-1]["server"]._agent_name == ""  # automatic dispatch
     assert len(FakeRunnerThread.instances) == 1
+
+
+def test_doctor_db_looks_at_the_database_it_names(app, bare, tmp_path):
+    bare.setenv("FRONTDESK_DATABASE_URL", "mysql://root:pw-SECRET@db/x")  # not this one
+    path = tmp_path / "other.db"
+    result = run(app, "doctor", "--json", "--db", f"sqlite+aiosqlite:///{path}")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["sections"]["database"]
+    assert rows[0] == {"item": "URL", "status": "ok", "detail": f"sqlite+aiosqlite:///{path}"}
+    assert not path.exists()  # doctor only looks

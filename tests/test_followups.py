@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from jobkit import start_job
+
 from frontdesk.agents.followups import FollowupWatcher, followup_instructions, task_noun
 from frontdesk.agents.programs.scenario import Scenario, Step
 from frontdesk.agents.programs.simulate import CallDriver, Environment
@@ -127,7 +129,21 @@ def test_followup_wording(store):
         **base,
     )
     assert "report (reference 7) is done: All good." in followup_instructions(ok)
-    assert "did not complete (failed: interrupted by restart)" in followup_instructions(bad)
+    # frontdesk's own errors are for operators: the caller hears that it did not complete.
+    told = followup_instructions(bad)
+    assert "report (reference 8) did not complete." in told and "restart" not in told
+    # A ToolError's text was written for the caller: it is what they are told.
+    refused = Task(
+        id=9,
+        tool="generate_report",
+        status="failed",
+        result=None,
+        error="The archive is closed on Sundays.",
+        **base,
+    )
+    assert "The reason, to tell them: The archive is closed on Sundays." in (
+        followup_instructions(refused)
+    )
     assert task_noun("generate_report") == "report" and task_noun("pay_invoice") == "pay invoice"
 
 
@@ -212,7 +228,7 @@ async def test_a_spoken_followup_offered_again_is_not_spoken_twice(
     driver = CallDriver(env, Scenario("twice", "tina", []), "tina", transcript.append)
     try:
         job = await store.create(caller="tina", tool="experiment", pattern="background")
-        await store.claim("r", 30)
+        await start_job(store, job.id)
         await store.transition(job.id, "succeeded", result={"summary": "All done."})
         await driver.connect()
         assert await wait_for(store, lambda: _delivered(store, job.id), timeout=10)

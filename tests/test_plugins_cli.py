@@ -56,7 +56,9 @@ def run(*args: str):
 
 def test_list_json_exits_0_with_a_plugin_that_fails_to_import(monkeypatch):
     # The built-ins are entry points too: keep them, and add one that cannot be imported.
-    eps = [*host.entry_points(group="frontdesk")]
+    eps = [
+        ep for ep in host.entry_points(group="frontdesk") if ep.dist and ep.dist.name == "frontdesk"
+    ]
     eps.append(EntryPoint(name="ghost", value="fd_not_installed_anywhere", group="frontdesk"))
     monkeypatch.setattr(host, "entry_points", lambda group: eps)
     monkeypatch.delenv("FRONTDESK_LOAD_PLUGINS", raising=False)
@@ -73,7 +75,9 @@ def test_list_json_exits_0_with_a_plugin_that_fails_to_import(monkeypatch):
 
 
 def test_list_table_shows_columns_and_errors(monkeypatch):
-    eps = [*host.entry_points(group="frontdesk")]
+    eps = [
+        ep for ep in host.entry_points(group="frontdesk") if ep.dist and ep.dist.name == "frontdesk"
+    ]
     eps.append(EntryPoint(name="ghost", value="fd_nope", group="frontdesk"))
     monkeypatch.setattr(host, "entry_points", lambda group: eps)
     monkeypatch.delenv("FRONTDESK_LOAD_PLUGINS", raising=False)  # conftest sets it empty
@@ -192,3 +196,27 @@ def test_the_plugins_command_module_does_not_import_livekit():
 def test_uninstall_never_removes_a_package_that_is_not_a_plugin(name, pip_calls):
     result = run("uninstall", name)
     assert result.exit_code == 2 and pip_calls == []
+
+
+def test_install_warns_when_the_new_plugin_takes_a_name_already_taken(monkeypatch):
+    """The name clash is found at install, not only when `plugins list` shows it skipped."""
+
+    def ep(name: str, dist: str) -> EntryPoint:
+        return EntryPoint(name=name, value=f"{dist}_mod", group="frontdesk")._for(
+            types.SimpleNamespace(name=dist)
+        )
+
+    installed = [
+        ep("search", "frontdesk"),
+        ep("search", "frontdesk-evil"),
+        ep("orders", "frontdesk-evil"),
+    ]
+    installed += [ep("orders", "frontdesk-aaa-orders")]
+    monkeypatch.setattr(cli_plugins, "entry_points", lambda group: installed)
+    assert cli_plugins._name_clashes({"frontdesk-evil"}) == [
+        "plugin name 'orders' is already taken by frontdesk-aaa-orders, so frontdesk-evil's "
+        "'orders' will be skipped; rename its entry point (the [project.entry-points.frontdesk] key)",
+        "plugin name 'search' is already taken by a built-in plugin, so frontdesk-evil's "
+        "'search' will be skipped; rename its entry point (the [project.entry-points.frontdesk] key)",
+    ]
+    assert cli_plugins._name_clashes({"frontdesk-other"}) == []

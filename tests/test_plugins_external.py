@@ -153,11 +153,21 @@ def test_install_failure_is_one_clear_line_and_exit_2(venv, tmp_path):
     )
 
 
-def test_uninstall_removes_the_plugin(venv):
+def test_uninstall_removes_the_plugin_and_says_which_tables_stay(venv, tmp_path):
     # Last in this module: the plugin name is mapped to its package, frontdesk-weather.
-    result = venv.frontdesk("plugins", "uninstall", "weather")
+    db = f"sqlite+aiosqlite:///{tmp_path / 'u.db'}"
+    assert venv.frontdesk("db", "upgrade", "--db", db).returncode == 0
+    result = venv.frontdesk("plugins", "uninstall", "weather", "--db", db)
     assert result.returncode == 0, result.stderr
-    assert "uninstalled frontdesk-weather" in result.stdout
+    lines = result.stdout.strip().splitlines()
+    assert "uninstalled frontdesk-weather" in lines
+    assert (
+        f"weather's tables stay in {db}: weather_lookups, alembic_version_weather (branch "
+        "weather at weather_0001). To drop them, reinstall it and run `frontdesk db downgrade "
+        "base --branch weather`"
+    ) in lines[-1]
+    current = venv.frontdesk("db", "current", "--db", db)
+    assert "weather: weather_0001 (orphaned: no installed plugin has this branch" in current.stdout
     plugins = by_name(plugins_json(venv))
     assert "weather" not in plugins and "broken" in plugins
     again = venv.frontdesk("plugins", "uninstall", "weather")

@@ -9,6 +9,7 @@ venv) writes only into the temp venv. Installs are offline: --no-deps --no-build
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ class PluginVenv:
             capture_output=True,
             text=True,
         ).stdout.strip()
+        self.purelib = Path(own)
         parents = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
         # addsitedir (not a bare path line) so the project's own .pth files run too: the
         # editable frontdesk install is one.
@@ -45,14 +47,30 @@ class PluginVenv:
         self.frontdesk_script.chmod(0o755)
 
     def env(self, **extra: str) -> dict[str, str]:
+        """This venv's environment. The project's site-packages are chained in, so a plugin
+        installed there (one being developed, a broken one) would load here too: only the
+        plugins installed into this venv itself do, unless a test sets the lists itself."""
         env = {
             k: v
             for k, v in os.environ.items()
             if not k.startswith(("FRONTDESK_", "LIVEKIT_"))
             and k not in ("VIRTUAL_ENV", "PYTHONPATH")
         }
-        env.update(VIRTUAL_ENV=str(self.path), PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+        env.update(
+            VIRTUAL_ENV=str(self.path),
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+            FRONTDESK_LOAD_PLUGINS=",".join(self.own_plugins()),
+        )
+        env.update(extra)
         return env
+
+    def own_plugins(self) -> list[str]:
+        """The frontdesk plugins of the distributions installed into this venv's own
+        site-packages (read from their metadata, without running anything)."""
+        found = set()
+        for dist in importlib.metadata.distributions(path=[str(self.purelib)]):
+            found |= {ep.name for ep in dist.entry_points if ep.group == "frontdesk"}
+        return sorted(found)
 
     def frontdesk(
         self, *args: str, timeout: float = 180, **env: str

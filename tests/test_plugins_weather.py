@@ -399,3 +399,22 @@ async def test_a_scenario_runs_in_process(weather, tmp_path):
     assert {"type": "handoff", "from": "triage", "to": "weather"}.items() <= next(
         e for e in events if e["type"] == "handoff"
     ).items()
+
+
+def test_the_examples_own_tests_pass():
+    # The example ships its own suite, written only with frontdesk.core and frontdesk.testing,
+    # as a plugin author's would be (pytest set up in its pyproject.toml).
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRONTDESK_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=WEATHER_SRC,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "PYTHONPATH": str(WEATHER_SRC)},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "6 passed" in done.stdout

@@ -101,7 +101,6 @@ async def test_a_desk_switched_off_is_not_offered(settings, transcript):
     [
         ('[business]\nnmae = "Bayside"\n', "frontdesk.toml: business.nmae: unknown key"),
         ('[departments.billing]\nenabled = "maybe"\n', "frontdesk.toml: departments.billing.enabled:"),
-        ("[departments.dentistry]\nenabled = false\n", "frontdesk.toml: departments.dentistry: no such department"),
         ("[business\nname = 1\n", "frontdesk.toml: not valid TOML"),
     ],
 )  # fmt: skip
@@ -113,7 +112,7 @@ def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, toml, wante
         argv += ["--db", f"sqlite:///{tmp_path}/x.db"]
     done = subprocess.run(
         [*FRONTDESK, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""},
     )  # fmt: skip
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
@@ -121,9 +120,40 @@ def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, toml, wante
     assert not (tmp_path / "x.db").exists()
 
 
+def test_an_unknown_desk_stops_calls_but_not_the_commands_that_diagnose(tmp_path):
+    (tmp_path / "frontdesk.toml").write_text("[departments.dentistry]\nenabled = false\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""}
+    wanted = "frontdesk.toml: departments.dentistry: no such department (known: triage, "
+
+    def run(*argv):
+        return subprocess.run(
+            [*FRONTDESK, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+        )
+
+    sim = run(
+        "simulate", str(ROOT / "examples/calls/smoke.yaml"), "--db", f"sqlite:///{tmp_path}/x.db"
+    )
+    assert sim.returncode == 2 and sim.stderr.startswith(f"error: {wanted}"), sim.stderr
+    assert not (tmp_path / "x.db").exists()
+    import json
+
+    listed = run("plugins", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split(" (known")[0] for line in json.loads(listed.stdout)["profile"]] == [
+        "frontdesk.toml: departments.dentistry: no such department"
+    ]
+    doctor = run("doctor", "--json", "--db", f"sqlite:///{tmp_path}/x.db")
+    rows = json.loads(doctor.stdout)["sections"]["profile"]
+    assert doctor.returncode == 1 and any(
+        r["status"] == "error" and r["detail"].startswith(wanted) for r in rows
+    ), rows
+    up = run("db", "upgrade", "--db", f"sqlite:///{tmp_path}/x.db")
+    assert up.returncode == 0, up.stderr
+
+
 def test_a_bad_plugin_setting_in_the_profile_stops_calls_and_shows_in_plugins_list(tmp_path):
     (tmp_path / "frontdesk.toml").write_text('[plugins.search]\ncolour = "blue"\n')
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FRONTDESK_LOAD_PLUGINS": ""}
     wanted = "frontdesk.toml: plugins.search.colour: unknown key"
     sim = subprocess.run(
         [*FRONTDESK, "simulate", str(ROOT / "examples/calls/smoke.yaml"), "--db", f"sqlite:///{tmp_path}/x.db"],

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import crashkit
 import yaml
 from clirun import FRONTDESK, tasks_json
 
@@ -174,10 +175,13 @@ def test_standalone_runner_process_runs_a_job_a_call_queued(tmp_path, db_url):
             env=ENV,
         ).stdout
     )
-    claimed = [
-        e["note"] for e in shown["events"] if (e["note"] or "").startswith("claimed by runner:")
+    started = [
+        e["note"] for e in shown["events"] if (e["note"] or "").startswith("started by runner ")
     ]
-    assert claimed and f":{runner.pid}:" in claimed[0]  # the other process ran it
+    [(executor,)] = crashkit.query(
+        db_url, "SELECT executor_id FROM runners WHERE pid = ?", runner.pid
+    )
+    assert started == [f"started by runner {executor}"]  # the other process ran it
     assert runner.returncode == 0
     time.sleep(0)
 

@@ -7,6 +7,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from jobkit import start_job
 
 from frontdesk.core.errors import TaskNotFound
 from frontdesk.core.schema import open_store
@@ -68,7 +69,7 @@ async def test_get_list_filters_and_caller_isolation(store: TaskStore):
 async def test_followups_and_mark_delivered_once(store: TaskStore):
     job = await store.create(caller="alice", tool="report", pattern="background")
     assert await store.pending_followups(["alice"]) == []
-    await store.claim("runner-1", 30)
+    await start_job(store, job.id)
     await store.transition(job.id, "succeeded", result={"summary": "ok"})
     assert [t.id for t in await store.pending_followups(["alice"])] == [job.id]
     assert await store.pending_followups(["bob"]) == []
@@ -78,29 +79,26 @@ async def test_followups_and_mark_delivered_once(store: TaskStore):
     assert (await store.events(job.id))[-1]["note"] == "delivered by triage"
 
 
-async def test_claim_lease_renew_and_expiry(store: TaskStore):
-    job = await store.create(caller="c", tool="report", pattern="background")
-    await store.create(caller="c", tool="x", pattern="interruptible", status="running")
-    claimed = await store.claim("r1", 30)
-    assert claimed is not None and claimed.id == job.id and claimed.attempts == 1
-    assert claimed.lease_owner == "r1" and claimed.lease_expires_at > utcnow()
-    assert await store.claim("r2", 30) is None  # nothing else queued; in-turn rows are not jobs
-    assert await store.renew("r1", 30, [job.id]) == {job.id}
-    assert await store.renew("r2", 30, [job.id]) == set()
+async def test_lease_renew_and_expiry_of_in_turn_work(store: TaskStore):
+    row = await store.create(
+        caller="c", tool="x", pattern="interruptible", status="running",
+        lease_owner="call:1", lease_seconds=30,
+    )  # fmt: skip
+    assert row.attempts == 1 and row.lease_expires_at > utcnow()
+    assert await store.renew("call:1", 30, [row.id]) == {row.id}
+    assert await store.renew("call:2", 30, [row.id]) == set()
     assert await store.expired() == []
-    assert await store.renew("r1", -1, [job.id]) == {job.id}  # lease now in the past
-    assert [t.id for t in await store.expired()] == [job.id]
-    released = await store.release("r1", job.id, note="re-queued")
-    assert released.status == "queued" and released.lease_owner is None
-    again = await store.claim("r2", 30)
-    assert again.attempts == 2 and again.lease_owner == "r2"
+    assert await store.renew("call:1", -1, [row.id]) == {row.id}  # lease now in the past
+    assert [t.id for t in await store.expired()] == [row.id]
 
 
 async def test_owner_guard_on_finish(store: TaskStore):
-    await store.create(caller="c", tool="report", pattern="background")
-    job = await store.claim("r1", 30)
-    assert await store.transition(job.id, "succeeded", owner="r2") is None
-    assert await store.transition(job.id, "succeeded", owner="r1") is not None
+    row = await store.create(
+        caller="c", tool="x", pattern="critical", status="running", lease_owner="r1",
+        lease_seconds=30,
+    )  # fmt: skip
+    assert await store.transition(row.id, "succeeded", owner="r2") is None
+    assert await store.transition(row.id, "succeeded", owner="r1") is not None
 
 
 async def test_group_commit_batches_concurrent_writers(store: TaskStore):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 
+import jobkit
 import pytest
 from webclient import console
 
-from frontdesk.core.runner import Runner
 from frontdesk.core.tools import tool
 from frontdesk.db.models import utcnow
 
@@ -116,7 +116,8 @@ async def test_bad_input_is_a_json_4xx(db_url, store):
             ("/api/tasks?since=0001-01-01T00:00:00%2B05:00", 422),
             ("/api/tasks?until=9999-12-31T23:59:59-05:00", 422),
             ("/api/calls/nobody", 404),
-            ("/api/calls/%00x", 404),
+            ("/api/calls/%00x", 422),
+            ("/api/calls/" + "x" * 101, 422),
             ("/api/calls?caller=%00", 422),
             ("/api/calls?before=soon", 422),
             ("/api/nothing-here", 404),
@@ -181,26 +182,24 @@ async def test_retry_runs_again_under_the_same_key(db_url, store, registry, sett
         return {"summary": "worked"}
 
     registry.tools["flaky"] = flaky
-    job = await store.create(caller="ann", tool="flaky", pattern="background", args={})
-    runner = Runner(store, registry, settings)
-    await runner._run_job(await store.claim(runner.owner, 30))
-    failed = await store.get(job.id)
-    assert failed.status == "failed" and failed.attempts == 1
+    async with jobkit.running(store, registry, settings):
+        job = await jobkit.queue(store, settings, "flaky", caller="ann")
+        failed = await jobkit.finished(store, job.id)
+        assert failed.status == "failed" and failed.attempts == 1
 
-    async with console(db_url, store=store) as (_, c):
-        r = await c.post(f"/api/tasks/{job.id}/retry")
-        assert r.status_code == 200, r.text
-        assert r.json()["status"] == "queued" and r.json()["error"] is None
-        assert (await c.post(f"/api/tasks/{job.id}/retry")).status_code == 409
+        async with console(db_url, store=store) as (_, c):
+            r = await c.post(f"/api/tasks/{job.id}/retry")
+            assert r.status_code == 200, r.text
+            assert r.json()["status"] == "queued" and r.json()["error"] is None
+            assert (await c.post(f"/api/tasks/{job.id}/retry")).status_code == 409
 
-    await runner._run_job(await store.claim(runner.owner, 30))
-    done = await store.get(job.id)
+        done = await jobkit.finished(store, job.id)
     assert done.status == "succeeded" and done.result == {"summary": "worked"}
     assert done.attempts == 2 and keys == [f"job-{job.id}", f"job-{job.id}"]
     assert done.delivered_at is None  # the caller hears the new outcome
     notes = [e["note"] for e in await store.events(job.id)]
     assert "retried by operator (web): queued for attempt 2" in notes
-    assert "claimed by" in notes[-2] and "(attempt 2)" in notes[-2]
+    assert (notes[-2] or "").startswith("started by runner")
 
 
 async def test_retry_refuses_what_is_not_a_failed_job(db_url, store):
@@ -267,3 +266,28 @@ async def test_openapi_lists_the_api(db_url, store):
         "/api/stats",
         "/api/events",
     } <= set(spec["paths"])
+
+
+async def test_openapi_documents_every_status_and_how_to_authenticate(db_url, store):
+    token = "openapi-token-0123456789"
+    async with console(db_url, store=store, token=token) as (_, c):
+        spec = (await c.get("/openapi.json", headers={"Authorization": f"Bearer {token}"})).json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearer"] == {**schemes["bearer"], "type": "http", "scheme": "bearer"}
+    assert schemes["session"]["in"] == "cookie" and schemes["callAccess"]["in"] == "cookie"
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            codes = set(op["responses"])
+            assert {"403", "503"} <= codes, (method, path)
+            assert "Retry-After" in op["responses"]["503"]["headers"]
+            if method == "post":
+                assert "413" in codes, path
+            if "pages" in op.get("tags", ()):
+                assert "422" not in codes and ("400" in codes or not op.get("parameters"))
+            elif not path.startswith("/call"):
+                assert "401" in codes and op["security"] == [{"bearer": []}, {"session": []}]
+    cancel = spec["paths"]["/api/tasks/{task_id}/cancel"]["post"]["responses"]
+    assert {"200", "401", "403", "404", "409", "413", "422", "503"} <= set(cancel)
+    assert "400" in spec["paths"]["/api/tasks"]["get"]["responses"]
+    assert {"/tasks", "/calls", "/stats", "/api/docs", "/call/token"} <= set(spec["paths"])
+    assert not any("head" in item for item in spec["paths"].values())

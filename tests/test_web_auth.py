@@ -1,5 +1,6 @@
-"""Who may use the console: the token (header or login cookie), loopback without one, and the
-command's refusals (one line, exit 2)."""
+"""Who may use the console: the token (header or a login session), loopback without one,
+sessions that are per login, expire and end at logout, and the command's refusals (one line,
+exit 2)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import sys
 import httpx
 from webclient import console
 
-from frontdesk.agents.programs.web.auth import COOKIE, session_value
+from frontdesk.agents.programs.web.auth import COOKIE, SESSION_SECONDS, Sessions
+from frontdesk.agents.programs.web.call import call_access
+from frontdesk.agents.programs.web.signing import derive, sign
 
 TOKEN = "s3cret-token-for-tests"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -21,11 +24,12 @@ FRONTDESK = [sys.executable, "-m", "frontdesk.agents.programs"]
 
 async def test_token_guards_api_pages_openapi_and_events(db_url):
     async with console(db_url, token=TOKEN) as (_, c):
-        for path in ("/api/tasks", "/openapi.json", "/api/events", "/api/stats", "/api/docs"):
+        for path in ("/api/tasks", "/openapi.json", "/api/events", "/api/stats"):
             r = await c.get(path)
             assert r.status_code == 401, path
             assert r.json()["message"].startswith("unauthorized")
             assert r.headers["www-authenticate"].startswith("Bearer")
+        assert (await c.get("/api/docs")).headers["location"] == "/login?next=%2Fapi%2Fdocs"
         assert (await c.post("/api/tasks/1/cancel")).status_code == 401
         assert (
             await c.get("/api/tasks", headers={"Authorization": "Bearer nope"})
@@ -38,31 +42,61 @@ async def test_token_guards_api_pages_openapi_and_events(db_url):
         assert (await c.get("/api/tasks/77", headers=BEARER)).status_code == 404
 
 
-async def test_login_sets_an_httponly_cookie_that_is_not_the_token(db_url):
+async def _login(c) -> str:
+    ok = await c.post("/login", data={"token": TOKEN, "next": "//evil.example/x"})
+    assert ok.status_code == 303 and ok.headers["location"] == "/tasks"
+    header = ok.headers["set-cookie"]
+    assert "HttpOnly" in header and "samesite=lax" in header.lower()
+    assert f"Max-Age={SESSION_SECONDS}" in header and TOKEN not in header
+    c.cookies.clear()
+    return ok.cookies[COOKIE]
+
+
+async def test_each_login_is_its_own_session_that_logout_ends(db_url):
     async with console(db_url, token=TOKEN) as (_, c):
         wrong = await c.post("/login", data={"token": "guess", "next": "/calls"})
         assert wrong.status_code == 303
         assert wrong.headers["location"] == "/login?failed=1&next=%2Fcalls"
         assert COOKIE not in wrong.cookies
 
-        ok = await c.post("/login", data={"token": TOKEN, "next": "//evil.example/x"})
-        assert ok.status_code == 303 and ok.headers["location"] == "/tasks"
-        header = ok.headers["set-cookie"]
-        assert "HttpOnly" in header and "samesite=lax" in header.lower()
-        assert TOKEN not in header and session_value(TOKEN) in header
+        first, second = await _login(c), await _login(c)
+        assert first != second  # a random session id each, not a value derived from the token
+        for cookie in (first, second):
+            c.cookies.set(COOKIE, cookie)
+            assert (await c.get("/api/tasks")).status_code == 200
+            c.cookies.clear()
 
-        c.cookies.set(COOKIE, session_value(TOKEN))
-        assert (await c.get("/api/tasks")).status_code == 200
-        # A cookie-borne POST from another site is refused; from this one it goes through.
-        evil = await c.post("/api/tasks/1/cancel", headers={"Origin": "http://evil.example"})
-        assert evil.status_code == 403
-        mine = await c.post("/api/tasks/1/cancel", headers={"Origin": "http://127.0.0.1"})
-        assert mine.status_code == 404  # past the guard: there is no task 1
-
+        # Logging out ends that session on the server: the copied cookie stops working too.
+        c.cookies.set(COOKIE, first)
         out = await c.post("/logout")
         assert out.status_code == 303 and COOKIE in out.headers["set-cookie"]
-        c.cookies.set(COOKIE, "forged")
+        c.cookies.clear()
+        c.cookies.set(COOKIE, first)
         assert (await c.get("/api/tasks")).status_code == 401
+        c.cookies.set(COOKIE, second)
+        assert (await c.get("/api/tasks")).status_code == 200  # another login is untouched
+
+        # An expired session, a forged one, and one signed for another token: refused.
+        key = derive(TOKEN, "session")
+        for cookie in (
+            sign(key, "old-session", -1),
+            "forged",
+            first[:-3] + "abc",
+            Sessions("another-token-of-enough-length").new(),
+        ):
+            c.cookies.set(COOKIE, cookie)
+            assert (await c.get("/api/tasks")).status_code == 401, cookie
+        c.cookies.set(COOKIE, sign(key, "still-good", 60))
+        assert (await c.get("/api/tasks")).status_code == 200
+
+
+async def test_pages_offer_a_logout_button_with_a_token_only(db_url):
+    async with console(db_url, token=TOKEN) as (_, c):
+        c.cookies.set(COOKIE, await _login(c))
+        page = (await c.get("/tasks")).text
+        assert '<form class="logout" method="post" action="/logout">' in page
+    async with console(db_url) as (_, c):
+        assert 'action="/logout"' not in (await c.get("/tasks")).text
 
 
 async def test_without_a_token_only_loopback_is_served(db_url):
@@ -83,8 +117,26 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "FRONTDESK_WEB_TOKEN": "", **(env or {})},
+        env={**os.environ, "FRONTDESK_WEB_TOKEN": "", "FRONTDESK_WEB_CALL": "", **(env or {})},
     )
+
+
+def test_web_refuses_a_short_token_and_a_bad_caller_page_setting(db_url):
+    short = _run("--port", "0", "--db", db_url, env={"FRONTDESK_WEB_TOKEN": "x" * 15})
+    assert short.returncode == 2 and short.stdout == ""
+    assert short.stderr.strip().splitlines() == [
+        "error: FRONTDESK_WEB_TOKEN is 15 characters; use at least 16 (e.g. openssl rand -hex 24)"
+    ]
+    bad = _run("--port", "0", "--db", db_url, env={"FRONTDESK_WEB_CALL": "token"})
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "needs FRONTDESK_WEB_CALL_TOKEN" in bad.stderr
+    for env, says in (
+        ({"FRONTDESK_WEB_CALL": "sometimes"}, "FRONTDESK_WEB_CALL is 'sometimes'"),
+        ({"FRONTDESK_WEB_CALL": "token", "FRONTDESK_WEB_CALL_TOKEN": "short"}, "at least 16"),
+        ({"FRONTDESK_WEB_CALL": "Open"}, None),
+    ):
+        problem = call_access(env).problem()
+        assert (problem is None) if says is None else (says in problem), (env, problem)
 
 
 def test_web_refuses_a_public_host_without_a_token(db_url):

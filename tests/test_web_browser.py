@@ -18,27 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-import pytest
+import webkit
+from jobkit import start_job
 from test_rpc import StandInParticipant
-from webkit import chromium, need_browser, run_async, serve, write_from_another_process
+from webkit import run_async, serve, write_from_another_process
 
 from frontdesk.agents.programs.web.app import create_app
+from frontdesk.agents.programs.web.call import CallAccess
 from frontdesk.agents.rpc import TaskRpc
 from frontdesk.core.schema import open_store
 
 FAKE_LIVEKIT = Path(__file__).parent / "web" / "fake_livekit.js"
-
-
-@pytest.fixture
-def browser():
-    need_browser()
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path}/console.db"
+browser, sqlite_url = webkit.browser, webkit.sqlite_url  # the fixtures
 
 
 def test_tasks_page_is_live_and_cancels_a_job(browser, sqlite_url):
@@ -120,7 +111,7 @@ async def real_rpc_traffic(db_url: str) -> dict[str, Any]:
             caller="alice", department="reports", tool="generate_report", pattern="background",
             args={"kind": "occupancy"},
         )  # fmt: skip
-        await store.claim("runner:1", lease_seconds=30)
+        await start_job(store, report.id, "runner-1")
         await store.set_progress(report.id, 0.6, "drawing charts")
         await store.transition(report.id, "succeeded", result={"path": "reports/march.pdf"})
         queued = await store.create(
@@ -161,7 +152,7 @@ def test_call_page_shows_transcript_and_task_cards(browser, sqlite_url, monkeypa
     ]  # fmt: skip
     script = {"agent": "agent-1", "tasks": traffic["tasks"], "steps": steps}
 
-    with serve(create_app(sqlite_url)) as base:
+    with serve(create_app(sqlite_url, call_access=CallAccess("open"))) as base:
         page = browser.new_page()
         page.add_init_script(f"window.__FAKE_LIVEKIT = {json.dumps(script)};")
         page.route(
@@ -172,18 +163,15 @@ def test_call_page_shows_transcript_and_task_cards(browser, sqlite_url, monkeypa
         )
         page.on("dialog", lambda d: d.accept())
         page.goto(f"{base}/call")
-        page.fill("input[name=identity]", "alice")
         page.click("#join button[type=submit]")
-        page.wait_for_function("window.__fakeRoom && window.__fakeRoom.replayed === true")
+        page.wait_for_selector("html[data-replayed=yes]", state="attached")
 
         report = page.wait_for_selector(f"#card-{traffic['report']}[data-status=succeeded]")
         assert "generate_report" in report.inner_text()
         earlier = page.wait_for_selector(f"#card-{traffic['earlier']}[data-status=succeeded]")
         assert "pay_invoice" in earlier.inner_text()  # from the frontdesk.tasks answer
-        page.wait_for_function(
-            "document.querySelectorAll('#transcript li').length === 3"
-            " && !document.querySelector('#transcript li.interim')"
-        )
+        page.wait_for_selector("#transcript li:nth-child(3)", state="attached")
+        page.wait_for_selector("#transcript li.interim", state="detached")
         said = page.locator("#transcript li .text").all_inner_texts()
         who = page.locator("#transcript li .who").all_inner_texts()
         assert list(zip(who, said, strict=True)) == [
@@ -200,7 +188,8 @@ def test_call_page_shows_transcript_and_task_cards(browser, sqlite_url, monkeypa
 
     assert record["connected"]["url"] == "wss://livekit.invalid"
     claims = jwt.decode(record["connected"]["token"], SECRET, algorithms=["HS256"])
-    assert claims["sub"] == "alice" and claims["video"]["roomJoin"] is True
+    assert claims["sub"].startswith("web-") and claims["video"]["roomJoin"] is True
+    assert claims["video"]["canPublishSources"] == ["microphone"]
     assert record["micEnabled"] is True
     assert record["rpcReplies"] == ["ok"] * len(traffic["payloads"])
     methods = [(c["method"], c["payload"]) for c in record["rpcCalls"]]

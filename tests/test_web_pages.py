@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import httpx
-import jwt
 import pytest
+from jobkit import start_job
+from webclient import ORIGIN
 
 from frontdesk.agents.programs.web.app import create_app
 from frontdesk.core import ToolContext, tool
@@ -34,7 +35,9 @@ async def client_for(store: TaskStore, db_url: str, **kw) -> AsyncIterator[httpx
     app = create_app(db_url, store=store, **kw)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=ORIGIN
+        ) as c:
             yield c
 
 
@@ -139,11 +142,11 @@ async def test_task_page_shows_timeline_fields_and_redacted_args(store, client):
         caller="alice", session_id="call-a", department="billing", tool="pay",
         pattern="background", args=args, idempotency_key="pay-k1",
     )  # fmt: skip
-    await store.claim("runner:test", lease_seconds=30)
+    await start_job(store, t.id, "runner-test")
     await store.set_progress(t.id, 0.5, "talking to the bank")
     await store.transition(t.id, "succeeded", result={"receipt": "R-7"})
     page = (await client.get(f"/tasks/{t.id}")).text
-    for seen in ("runner:test", "pay-k1", "talking to the bank", "R-7", "claimed by", "1111"):
+    for seen in ("runner-test", "pay-k1", "talking to the bank", "R-7", "started by", "1111"):
         assert seen in page, seen
     assert [m for m in re.findall(r'class="status s-(\w+)"', page)][1:] == [
         "queued", "running", "running", "succeeded",
@@ -196,7 +199,7 @@ async def test_calls_page_and_one_call(store, client):
     assert re.findall(r"<strong>(\w+)</strong>", one) == ["triage", "reports"]
     assert row_ids(one) == [ids["report"], ids["failed"]]
     assert "alice" in (await client.get("/calls?caller=alice")).text
-    assert (await client.get("/calls?caller=a%00b")).status_code == 200
+    assert (await client.get("/calls?caller=a%00b")).status_code == 400  # the API's rule
     assert "call-b" not in (await client.get("/calls?caller=alice")).text
 
 
@@ -214,53 +217,15 @@ async def test_stats_page_embeds_chart_data(store, client):
 
 
 async def test_login_form_posts_token_and_next(store, db_url):
-    async for c in client_for(store, db_url, token="s3cret"):
+    async for c in client_for(store, db_url, token="s3cret-for-the-form"):
         r = await c.get("/tasks")
         assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
         form = (await c.get("/login?next=/stats")).text
         assert 'action="/login"' in form and 'name="token"' in form and 'value="/stats"' in form
         assert 'value="/tasks"' in (await c.get("/login?next=//evil.example")).text
-        done = await c.post("/login", data={"token": "s3cret", "next": "/stats"})
+        done = await c.post("/login", data={"token": "s3cret-for-the-form", "next": "/stats"})
         assert done.status_code == 303 and done.headers["location"] == "/stats"
         assert (await c.get("/stats")).status_code == 200  # the cookie now opens pages
         bad = await c.post("/login", data={"token": "nope", "next": "/stats"})
         c.cookies.clear()
         assert "That token is not right" in (await c.get(bad.headers["location"])).text
-
-
-LIVEKIT = {
-    "LIVEKIT_URL": "wss://lk.test",
-    "LIVEKIT_API_KEY": "APIkey1",
-    "LIVEKIT_API_SECRET": "s" * 32,
-}
-
-
-async def test_token_endpoint_only_with_livekit_keys(client, monkeypatch):
-    for name in LIVEKIT:
-        monkeypatch.delenv(name, raising=False)
-    assert (await client.post("/call/token", json={"identity": "alice"})).status_code == 404
-    page = (await client.get("/call")).text
-    assert "LIVEKIT_URL" in page and "livekit-client.umd.js" in page
-
-
-async def test_token_endpoint_mints_a_jwt_for_the_caller(client, monkeypatch):
-    for name, value in LIVEKIT.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("LIVEKIT_AGENT_NAME", "frontdesk")
-    r = await client.post("/call/token", json={"identity": "+1 555 0100", "room": "desk-1"})
-    assert r.status_code == 200, r.text
-    body = r.json()
-    assert body["url"] == "wss://lk.test" and body["room"] == "desk-1"
-    claims = jwt.decode(body["token"], LIVEKIT["LIVEKIT_API_SECRET"], algorithms=["HS256"])
-    assert claims["sub"] == "+1 555 0100" and claims["iss"] == "APIkey1"
-    grant = claims["video"]
-    assert grant["room"] == "desk-1" and grant["roomJoin"] is True
-    assert grant["canPublish"] and grant["canSubscribe"] and grant["canPublishData"]
-    assert claims["roomConfig"]["agents"][0]["agentName"] == "frontdesk"
-    assert claims["exp"] - claims["nbf"] <= 15 * 60
-    with pytest.raises(jwt.InvalidSignatureError):
-        jwt.decode(body["token"], "another secret" * 3, algorithms=["HS256"])
-    fresh = (await client.post("/call/token", json={"identity": "bob"})).json()
-    assert fresh["room"].startswith("frontdesk-") and fresh["room"] != "desk-1"
-    for bad in ({"identity": ""}, {"identity": "<b>x</b>"}, {"identity": "a", "room": "../x"}, {}):
-        assert (await client.post("/call/token", json=bad)).status_code == 422

@@ -87,7 +87,7 @@ async def test_a_cancel_from_the_console_is_announced_to_its_task_stream(db_url,
     other = await store.create(caller="b", tool="experiment", pattern="background", args={})
     async with served(db_url, store=store) as (_, base):
         async with subscribe(base, params={"task_id": job.id}) as events:
-            async with httpx.AsyncClient(base_url=base) as c:
+            async with httpx.AsyncClient(base_url=base, headers={"Origin": base}) as c:
                 assert (await c.post(f"/api/tasks/{other.id}/cancel")).status_code == 200
                 assert (await c.post(f"/api/tasks/{job.id}/cancel")).status_code == 200
             _, data = await events.next()

@@ -1,6 +1,8 @@
 """The console under test: through httpx's ASGI transport, or served by uvicorn on loopback.
 
 Without a token the app answers loopback Host names only, so clients use http://127.0.0.1.
+The ASGI client sends ``Origin: http://127.0.0.1`` on every request, as a browser on the
+console's own pages does; a test of the origin check sets or removes it itself.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import httpx
 
 from frontdesk.agents.programs.web import create_app
 
+ORIGIN = {"Origin": "http://127.0.0.1"}
+
 
 @contextlib.asynccontextmanager
 async def console(url: str, **options: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
@@ -23,7 +27,9 @@ async def console(url: str, **options: Any) -> AsyncIterator[tuple[Any, httpx.As
     app = create_app(url, **options)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, **client_options)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=ORIGIN
+        ) as c:
             yield app, c
 
 

@@ -34,6 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--disable-quic",
 ]
 
 
@@ -94,7 +95,7 @@ def chromium() -> Iterator[Any]:
                 executable_path=CHROMIUM,
                 headless=True,
                 args=CHROMIUM_ARGS,
-                viewport={"width": 1360, "height": 860},
+                viewport={"width": 1366, "height": 860},
             )
             context.set_default_timeout(20_000)
             try:
@@ -103,6 +104,19 @@ def chromium() -> Iterator[Any]:
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A chromium context for a browser test (skips without chromium, see ``need_browser``)."""
+    need_browser()
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path}/console.db"
 
 
 def write_from_another_process(db_url: str, code: str) -> str:

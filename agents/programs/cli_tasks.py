@@ -86,9 +86,11 @@ def cancel(task_id: int, db: str | None = DbOption) -> None:
     """Cancel a queued or running background job (critical work cannot be cancelled)."""
 
     async def go() -> str:
+        from frontdesk.core.jobs import cancel_job
+
         store = await _store(db)
         try:
-            return (await store.cancel(task_id, by="operator")).status
+            return (await cancel_job(store, task_id, by="operator")).status
         finally:
             await store.close()
 

@@ -33,12 +33,17 @@ def doctor(
     live: bool = typer.Option(
         False, "--check", help="Also make one cheap authenticated request per provider."
     ),
+    db: str | None = typer.Option(
+        None, "--db", help="Database URL to look at (default: FRONTDESK_DATABASE_URL)."
+    ),
 ) -> None:
     """What is configured and what is missing, in plain words (exit 1 if something is broken).
 
     No keys is not broken: frontdesk then runs with the offline brain in text. With --check,
     a provider that refuses its key or does not answer is broken."""
     settings, setting_problems = load_settings_leniently()
+    if db:
+        settings = settings.model_copy(update={"database_url": db})
     env = providers.provider_env()
     report = run_async(gather(settings, env, setting_problems, live=live))
     if as_json:

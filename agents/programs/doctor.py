@@ -201,6 +201,24 @@ async def _database_section(url: str, wanted: list[Any]) -> tuple[list[dict[str,
     return rows, True
 
 
+async def _migration_trial(url: str, registry: Any) -> list[dict[str, Any]]:
+    """Pending plugin revisions, tried in a transaction that is rolled back: a plugin whose
+    migration would fail is withdrawn here as it would be in a call, and shown as FAIL."""
+    from frontdesk.core.plugin_migrations import trial
+    from frontdesk.core.schema import withdraw_failed
+
+    try:
+        faults = await trial(url, registry, timeout=DB_TIMEOUT_SECONDS * 2)
+    except Exception as exc:
+        detail = f"pending plugin migrations not tried: {type(exc).__name__}"
+        return [{"item": "plugin migrations", "status": "warn", "detail": detail}]
+    withdraw_failed(registry, faults)
+    return [
+        {"item": f"schema {f.branch}", "status": "error", "detail": f"{f}; {f.branch} is off"}
+        for f in faults
+    ]
+
+
 def _plugins_section(registry: Any) -> list[dict[str, Any]]:
     from frontdesk.core import host
     from frontdesk.core.plugin_extras import doctor_checks
@@ -208,6 +226,12 @@ def _plugins_section(registry: Any) -> list[dict[str, Any]]:
 
     good = [n for n, p in registry.plugins.items() if not p.errors]
     rows = [{"item": "loaded", "status": "ok", "detail": ", ".join(good) or "none"}]
+    # A plugin that failed (to import, to migrate, its migrations missing) is FAIL: its desk
+    # and tools are not there. Its first error says why; the others follow as warnings.
+    failed = {n: p for n, p in registry.plugins.items() if p.status == "failed"}
+    for name, info in failed.items():
+        why = info.failure or (info.errors[0] if info.errors else "failed")
+        rows.append({"item": name, "status": "error", "detail": f"not loaded: {why}"})
     rows.append(
         {
             "item": "departments",
@@ -220,9 +244,11 @@ def _plugins_section(registry: Any) -> list[dict[str, Any]]:
         rows.append({"item": f"{name} settings", "status": "ok", "detail": values})
     for err in registry.config_errors:
         rows.append({"item": "setting", "status": "error", "detail": err})
-    for err in registry.errors:
-        if not err.split(": ", 1)[-1].startswith("settings: "):
-            rows.append({"item": "error", "status": "warn", "detail": err})
+    for info in [*registry.plugins.values(), *registry.skipped]:
+        shown = info.failure or (info.errors[0] if info.name in failed and info.errors else None)
+        for err in info.errors:
+            if err != shown and not err.startswith("settings: "):
+                rows.append({"item": "error", "status": "warn", "detail": f"{info.name}: {err}"})
     # What each plugin says it needs (its doctor_checks hook): a sandbox in use, a missing URL.
     for check in doctor_checks(registry):
         rows.append({"item": check.plugin, "status": check.status, "detail": check.message})
@@ -243,6 +269,10 @@ def _profile_section(registry: Any) -> list[dict[str, Any]]:
     ]
     if off:
         rows.append({"item": "desks off", "status": "info", "detail": ", ".join(off)})
+    for line in registry.profile_warnings:
+        rows.append({"item": "desk", "status": "warn", "detail": line})
+    for line in registry.profile_errors:
+        rows.append({"item": "desk", "status": "error", "detail": line})
     return rows
 
 
@@ -286,6 +316,8 @@ async def gather(
     setting_problems = setting_problems or []
     setting_rows = [{"item": "setting", "status": "error", "detail": p} for p in setting_problems]
     db_rows, db_ok = await _database_section(settings.database_url, branches(registry))
+    if db_ok:
+        db_rows += await _migration_trial(settings.database_url, registry)
     sections = {
         **({"settings": setting_rows} if setting_rows else {}),
         "providers": provider_rows,
@@ -317,7 +349,9 @@ async def gather(
     ok = (
         providers_ok and db_ok and checks_ok and not registry.config_errors and not setting_problems
     )
-    ok = ok and not any(row["status"] == "error" for row in sections["plugins"])
+    ok = ok and not any(
+        row["status"] == "error" for name in ("plugins", "profile") for row in sections[name]
+    )
     return {"ok": ok, "sections": clean}
 
 

@@ -118,9 +118,13 @@ def _parse_step(name: str, index: int, raw: Any) -> Step:
         step.value = {"after": float(after)}
     elif kind == "wait":
         if not isinstance(value, dict) or not (
-            {"seconds"} <= set(value) or {"task", "status"} <= set(value)
+            {"seconds"} <= set(value)
+            or ("task" in value and ({"status", "delivered"} & set(value)))
         ):
-            raise bad("'wait' takes {seconds: N} or {task: TOOL, status: STATUS, timeout: N}")
+            raise bad(
+                "'wait' takes {seconds: N} or {task: TOOL, status: STATUS, timeout: N} "
+                "(or delivered: true, to wait until its follow-up has been spoken)"
+            )
     elif kind == "expect":
         if not isinstance(value, dict) or not value:
             raise bad(

@@ -2,8 +2,8 @@
 
 Built from the production parts: each call is a ``CallRuntime`` on a real ``AgentSession``
 with a ``ScriptedLLM`` (the offline brain answers when a step's script runs out), and
-background jobs run in an embedded ``Runner`` with its own store connection, so calls and jobs
-talk only through the store, as they do across processes in production.
+background jobs run in an embedded ``Runner`` (a DBOS executor) with its own store connection,
+so calls and jobs talk only through the store, as they do across processes in production.
 """
 
 from __future__ import annotations
@@ -98,8 +98,6 @@ class Environment:
                     "note": event.note,
                 }
             )
-        if event.status == "queued":
-            self.runner.poke()
 
     async def close(self) -> None:
         self.stop.set()
@@ -329,15 +327,20 @@ class CallDriver:
             await self.settle()
             return
         deadline = time.monotonic() + float(spec.get("timeout", 10))
+        wanted = spec.get("status")
+        told = spec.get("delivered")
         while True:
             task = await self.latest(spec["task"])
-            if task is not None and task.status == spec["status"]:
+            if (
+                task is not None
+                and wanted in (None, task.status)
+                and told in (None, bool(task.delivered_at))
+            ):
                 break
             if time.monotonic() > deadline:
                 state = task.status if task else "no task"
-                raise ExpectationFailed(
-                    f"{spec['task']} did not reach {spec['status']} in time ({state})"
-                )
+                goal = wanted or ("delivered" if told else "undelivered")
+                raise ExpectationFailed(f"{spec['task']} did not reach {goal} in time ({state})")
             await asyncio.sleep(0.05)
         await self.settle()
 

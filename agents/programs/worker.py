@@ -60,6 +60,11 @@ def prewarm(proc: JobProcess) -> None:
     proc.userdata[VAD] = provider_build.build_vad() if choices.stt.enabled else None
     proc.userdata[REGISTRY] = host.load(settings)
     proc.userdata[STORE] = TaskStore(settings.database_url)
+    # Background jobs are handed to DBOS through its client: import it here, not on a call's
+    # loop. Nothing of DBOS runs in this process (no DBOS instance, no threads, no workflows).
+    from frontdesk.core.jobs import client_for
+
+    client_for(settings).prepare()
 
 
 @dataclass
@@ -102,10 +107,11 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     store: TaskStore = ud[STORE]
     registry: Registry = ud[REGISTRY]
 
-    # Cheap when the schema is current; a fresh SQLite file is migrated by its first call.
-    from frontdesk.core.schema import branches, upgrade
+    # Cheap when the schema is current; a fresh SQLite file is migrated by its first call. A
+    # plugin whose migration fails is withdrawn from this process's desks; the call goes on.
+    from frontdesk.core.schema import branches, upgrade, withdraw_failed
 
-    await upgrade(store, branches(registry))
+    withdraw_failed(registry, await upgrade(store, branches(registry)))
     await ctx.connect()
     participant = await ctx.wait_for_participant()
     caller = caller_identity(participant)
@@ -282,7 +288,8 @@ class RunnerThread:
         await serve(self.settings, self.registry, self._stop, ready=self._ready.set)
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """Ask the runner to stop (it gives leases back) and wait; True if it ended."""
+        """Ask the runner to stop (its unfinished jobs stay pending for the next runner) and
+        wait; True if it ended."""
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():
             try:
                 self._loop.call_soon_threadsafe(self._stop.set)

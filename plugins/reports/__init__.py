@@ -191,9 +191,9 @@ async def _billing_statement(ctx: ToolContext, period: Period) -> tuple[bool, An
     return True, answer
 
 
-async def _statement(ctx: ToolContext, period: Period) -> Report:
-    billing, found = await _billing_statement(ctx, period)
-    nothing = _statement_chart(ctx.caller, period, [0.0, 0.0, 0.0], [0, 0, 0])
+def _statement(caller: str, period: Period, billing: bool, found: Any) -> Report:
+    """The statement report from billing's answer (gathered by ``_gather``)."""
+    nothing = _statement_chart(caller, period, [0.0, 0.0, 0.0], [0, 0, 0])
     if not billing:
         return Report(
             STATEMENT_HEADER, [], STATEMENT_BARS, [0.0, 0.0, 0.0],
@@ -206,7 +206,6 @@ async def _statement(ctx: ToolContext, period: Period) -> Report:
             f"You have no billing account yet, so there is nothing to report for {period.spoken}. "
             "Billing opens one the first time you ask about your balance.", nothing,
         )  # fmt: skip
-    await ctx.progress(0.3, "reading payments")
     lines = list(found["lines"])
     cur = found.get("currency", "USD")
 
@@ -233,20 +232,23 @@ async def _statement(ctx: ToolContext, period: Period) -> Report:
     counts = [count("invoice"), count("payment"), count("refund")]
     return Report(
         STATEMENT_HEADER, rows, STATEMENT_BARS, values, summary,
-        _statement_chart(ctx.caller, period, values, counts, cur),
+        _statement_chart(caller, period, values, counts, cur),
     )  # fmt: skip
 
 
-async def _activity(ctx: ToolContext, period: Period) -> Report:
-    # The caller's own tasks, this report itself left out (it is still running).
+async def _activity_counts(ctx: ToolContext, period: Period) -> list[tuple[str, str, str, int]]:
+    """(department, tool, status, count) of the caller's own tasks in the period, this report
+    itself left out (it is still running)."""
     counted: Counter[tuple[str, str, str]] = Counter(
         (t.department or "other", t.tool, t.status)
         for t in await ctx.tasks.list(limit=None)
         if period.holds(t.created_at) and t.id != ctx.task_id
     )
-    found = [(d, t, s, n) for (d, t, s), n in counted.items()]
-    await ctx.progress(0.4, "counting tasks")
-    found.sort(key=lambda r: (r[0], r[1], r[2]))
+    return sorted((d, t, s, n) for (d, t, s), n in counted.items())
+
+
+def _activity(caller: str, period: Period, found: list[tuple[str, str, str, int]]) -> Report:
+    """The activity report from the counts (gathered by ``_gather``)."""
     by_dept: Counter[str] = Counter()
     by_status: Counter[str] = Counter()
     for dept, _, status, n in found:
@@ -273,7 +275,7 @@ async def _activity(ctx: ToolContext, period: Period) -> Report:
     for dept, _, status, n in found:
         per[dept, status] += n
     chart = Chart(
-        title=f"Activity for {ctx.caller}: {period.spoken}",
+        title=f"Activity for {caller}: {period.spoken}",
         xlabel="Department",
         ylabel="Tasks",
         categories=departments,
@@ -315,30 +317,48 @@ def _chart_of(report: Report) -> Chart:
     return Chart("Report", "", "Value", report.labels, [Series("value", report.values)])
 
 
-def _write_files(folder: Path, stem: str, report: Report) -> tuple[Path, Path | None, str | None]:
-    """(csv, png or None, why the chart was skipped or None). The CSV is always written; the
-    chart is skipped, not fatal, without matplotlib or if drawing it fails."""
+def _write_csv(folder: Path, stem: str, report: Report) -> str:
+    """The CSV's path. Written beside and renamed, so a reader (or a re-run after a crash)
+    never sees half a file."""
     folder.mkdir(parents=True, exist_ok=True)
-    csv_path, png_path = folder / f"{stem}.csv", folder / f"{stem}.png"
-    # Write beside and rename, so a reader (or a re-run after a crash) never sees half a file.
+    csv_path = folder / f"{stem}.csv"
     tmp = folder / f".{stem}.csv.tmp"
     with tmp.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(report.header)
         writer.writerows([_cell(c) for c in row] for row in report.rows)
     os.replace(tmp, csv_path)
+    return str(csv_path.resolve())
+
+
+def _draw_chart(folder: Path, stem: str, report: Report) -> tuple[str | None, str | None]:
+    """(png path or None, why the chart was skipped or None): skipped, not fatal, without
+    matplotlib or if drawing it fails."""
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         image = charts.bar_chart_png(_chart_of(report))
     except ChartUnavailable as exc:
         log.warning("report %s: chart skipped: %s", stem, exc)
-        return csv_path.resolve(), None, str(exc)
+        return None, str(exc)
     except Exception:
         log.exception("report %s: drawing the chart failed; the CSV is written", stem)
-        return csv_path.resolve(), None, CHART_FAILED
+        return None, CHART_FAILED
+    png_path = folder / f"{stem}.png"
     tmp = folder / f".{stem}.png.tmp"
     tmp.write_bytes(image)
     os.replace(tmp, png_path)
-    return csv_path.resolve(), png_path.resolve(), None
+    return str(png_path.resolve()), None
+
+
+async def _gather(ctx: ToolContext, kind: str, period: Period) -> tuple[bool, Any]:
+    """What the report is made of, as plain data a durable step can record: billing's answer
+    for a statement ((billing loaded, its answer)), the task counts for activity."""
+    if kind == "statement":
+        await ctx.progress(0.3, "reading payments")
+        return await _billing_statement(ctx, period)
+    found = await _activity_counts(ctx, period)
+    await ctx.progress(0.4, "counting tasks")
+    return True, found
 
 
 @tool(pattern="background", precheck=validate_report_args)
@@ -349,18 +369,27 @@ async def generate_report(ctx: ToolContext, kind: str, period: str) -> dict[str,
     hears a summary when it is ready."""
     kind, span = validate_report_args(kind, period)
     await ctx.progress(0.1, "reading invoices" if kind == "statement" else "reading task history")
-    report = await (_statement if kind == "statement" else _activity)(ctx, span)
+    # Three durable steps (docs/plugins.md): a runner that dies while drawing resumes there,
+    # with the same figures, instead of gathering them again. Each step's files are written
+    # under the task's own name, by rename, so a step run twice writes the same file once.
+    billing, found = await ctx.step("gather", _gather, ctx, kind, span)
+    if kind == "statement":
+        report = _statement(ctx.caller, span, billing, found)
+    else:
+        report = _activity(ctx.caller, span, found)
     await ctx.progress(0.6, "writing the spreadsheet and chart")
     config = ctx.config if isinstance(ctx.config, ReportsSettings) else ReportsSettings()
     stem = f"{kind}-{slug(ctx.caller)}-{span.label}-task{ctx.task_id}"
-    csv_path, png_path, skipped = await asyncio.to_thread(
-        _write_files, Path(config.path), stem, report
+    folder = Path(config.path)
+    csv_path = await ctx.step("write csv", asyncio.to_thread, _write_csv, folder, stem, report)
+    png_path, skipped = await ctx.step(
+        "draw chart", asyncio.to_thread, _draw_chart, folder, stem, report
     )
     await ctx.progress(0.95, "finishing up")
-    files = {"csv": str(csv_path)}
+    files = {"csv": csv_path}
     summary = report.summary
     if png_path is not None:
-        files["png"] = str(png_path)
+        files["png"] = png_path
     else:
         summary += f" The chart was skipped because {skipped}; the spreadsheet has every figure."
     return {

@@ -18,10 +18,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobkit import start_job  # noqa: E402
 from sqlalchemy import select, update  # noqa: E402
 from webkit import chromium, run_async, serve  # noqa: E402
 
 from frontdesk.agents.programs.web.app import create_app  # noqa: E402
+from frontdesk.agents.programs.web.call import CallAccess  # noqa: E402
 from frontdesk.core.schema import open_store  # noqa: E402
 from frontdesk.db.models import (  # noqa: E402
     FINISHED,  # noqa: E402
@@ -90,7 +92,7 @@ async def seed(url: str) -> dict[str, int]:
                 status="running" if pattern != "background" else "queued",
             )  # fmt: skip
             if pattern == "background":
-                await store.claim("runner:harbor-1", lease_seconds=60)
+                await start_job(store, task.id, "harbor-1")
             if i >= 44:  # the newest stay in flight
                 if pattern == "background":
                     await store.set_progress(task.id, 0.6, "drawing charts")
@@ -101,6 +103,12 @@ async def seed(url: str) -> dict[str, int]:
                 result = {"path": f"reports/{sid}.pdf"} if pattern == "background" else "done"
                 await store.transition(task.id, "succeeded", result=result)
                 keep.setdefault("succeeded", task.id) if pattern == "background" else None
+            elif status == "failed" and pattern == "background":
+                # What core/execution.py stores for an unexpected exception: its type and the
+                # reference its log line carries.
+                error = "internal error: FileNotFoundError (ref 3f9a1c2e)"
+                await store.transition(task.id, "failed", error=error)
+                keep["failed"] = task.id
             elif status == "failed":
                 await store.transition(task.id, "failed", error="the payment gateway timed out")
             else:
@@ -154,11 +162,11 @@ def main(out: Path) -> None:
     os.environ.update(
         LIVEKIT_URL="wss://livekit.example", LIVEKIT_API_KEY="demo", LIVEKIT_API_SECRET="d" * 32
     )
-    with serve(create_app(url)) as base, chromium() as browser:
+    with serve(create_app(url, call_access=CallAccess("open"))) as base, chromium() as browser:
         page = browser.new_page()
         shots = {
             "tasks": "/tasks",
-            "task": f"/tasks/{keep['succeeded']}",
+            "task": f"/tasks/{keep.get('failed', keep['succeeded'])}",
             "calls": "/calls",
             "stats": "/stats",
         }
@@ -174,9 +182,8 @@ def main(out: Path) -> None:
         )
         page.add_init_script(f"window.__FAKE_LIVEKIT = {json.dumps(script)};")
         page.goto(base + "/call")
-        page.fill("input[name=identity]", CALLERS[0])
         page.click("#join button[type=submit]")
-        page.wait_for_function("window.__fakeRoom && window.__fakeRoom.replayed === true")
+        page.wait_for_selector("html[data-replayed=yes]", state="attached")
         page.screenshot(path=str(out / "call.png"))
         page.close()
     print("\n".join(str(p) for p in sorted(out.glob("*.png"))))

@@ -1,42 +1,77 @@
-"""The console's JSON API (OpenAPI at /openapi.json), and the queries the pages reuse.
+"""The console's JSON API (OpenAPI at /openapi.json, read at /api/docs), and the queries the
+pages reuse.
 
 Plain async functions, callable from the pages with ``request.app.state.store``:
-- ``list_tasks(store, where: TaskFilter, limit=50, before=None)`` -> {"tasks", "next_before"}
-- ``task_detail(store, task_id)`` -> the task's JSON with its ``events`` (or ``TaskNotFound``)
-- ``list_calls(store, caller=None, limit=50, before=None)`` -> {"calls", "next_before"}
-- ``call_detail(store, session_id)`` -> the call with ``handoffs`` and ``tasks``, or None
-- ``stats(store)`` -> {"outcomes": per department, tool and status: count, median, p95}
+- ``task_query(...)``: the listing's parameters (a FastAPI dependency the pages share), as a
+  ``TaskQuery`` (filter, limit, before);
+- ``list_tasks(store, query)`` -> {"tasks", "next_before"}; ``task_json(task)``;
 - ``cancel_task`` / ``retry_task(store, task_id, hub=None)`` -> the task (``NotCancellable`` /
   ``NotRetryable`` when it cannot be done); both are written to the task's events.
 
-Errors are JSON ``{"message": ...}``: 404 unknown id, 409 cannot be done, 400/422 bad filter
-(422 also carries FastAPI's ``detail`` list), 503 database unreachable.
+Errors are JSON ``{"message": ...}`` (errors.py): 400 a filter that cannot mean anything, 401
+no token, 403 another origin or not this machine, 404 unknown id, 409 cannot be done, 413 body
+too large, 422 invalid parameter (with FastAPI's ``detail`` list), 503 database not answering
+or stats still computing (with Retry-After). Each route's OpenAPI lists the ones it returns.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
-from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, fields
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
+from frontdesk.agents.programs.web.inputs import (
+    Before,
+    Contains,
+    EventId,
+    LastEventId,
+    Limit,
+    Pattern,
+    SessionId,
+    SessionText,
+    Status,
+    TaskId,
+    TaskIdQuery,
+    Text,
+    When,
+    Window,
+)
 from frontdesk.agents.programs.web.sse import EventHub, stream
+from frontdesk.core.jobs import cancel_job, retry_job
 from frontdesk.db.browse import TaskFilter
 from frontdesk.db.records import Task
 from frontdesk.db.store import TaskStore
 
 BY = "operator (web)"
-MAX_ID = 2**31 - 1  # tasks.id is a 32-bit integer on Postgres
-MAX_LIMIT = 500
 
-Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-Pattern = Literal["interruptible", "critical", "fire_and_forget", "background"]
-# No NUL: Postgres cannot store or compare it, and no name here holds one.
-Text = Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")]
-Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+class Message(BaseModel):
+    message: str
+
+
+class Invalid(Message):
+    detail: list[dict[str, Any]]
+
+
+_RESPONSES: dict[int, dict[str, Any]] = {
+    400: {"model": Message, "description": "a filter that cannot mean anything"},
+    404: {"model": Message, "description": "unknown id"},
+    409: {"model": Message, "description": "cannot be done in the task's state"},
+    422: {"model": Invalid, "description": "an invalid parameter"},
+}
+
+
+def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI responses particular to a route; what any route may answer (401, 403, 413, 503)
+    is added to every operation by openapi.py."""
+    return {c: _RESPONSES[c] for c in sorted({*codes, 422})}
+
+
+READ = documented()
+WRITE = documented(404, 409)
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -56,8 +91,10 @@ class TaskOut(BaseModel):
     attempts: int
     lease_owner: str | None
     created_at: str
+    started_at: str | None
     finished_at: str | None
     delivered_at: str | None
+    duration_seconds: float | None
 
 
 class EventOut(BaseModel):
@@ -73,6 +110,11 @@ class TaskDetail(TaskOut):
 class TaskPage(BaseModel):
     tasks: list[TaskOut]
     next_before: int | None
+
+
+class Counts(BaseModel):
+    counts: dict[str, int]
+    total: int
 
 
 class CallOut(BaseModel):
@@ -102,30 +144,31 @@ class Outcome(BaseModel):
     p95_seconds: float | None
 
 
+class ToolStats(BaseModel):
+    department: str
+    tool: str
+    succeeded: int
+    failed: int
+    cancelled: int
+    failure_rate: float | None
+    median_seconds: float | None
+    p95_seconds: float | None
+
+
+class Totals(BaseModel):
+    succeeded: int
+    failed: int
+    cancelled: int
+    failure_rate: float | None
+
+
 class Stats(BaseModel):
+    window: str
+    since: str | None
+    computed_at: str
+    totals: Totals
+    tools: list[ToolStats]
     outcomes: list[Outcome]
-
-
-class Message(BaseModel):
-    message: str
-
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    404: {"model": Message, "description": "unknown id"},
-    409: {"model": Message, "description": "cannot be done in this state"},
-}
-
-
-def utc(value: datetime | None) -> datetime | None:
-    """Times without a zone are UTC; every time is compared in UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    try:
-        return value.astimezone(timezone.utc)
-    except OverflowError:  # e.g. 0001-01-01T00:00+05:00 is before the first representable year
-        raise HTTPException(422, "that time is out of range") from None
 
 
 # -- the queries (pages call these too) -----------------------------------------------------
@@ -138,6 +181,8 @@ def task_json(task: Task) -> dict[str, Any]:
     """``Task.to_json`` without its deep copy (dataclasses.asdict copied every argument and
     result, which was most of a listing's time); the values are only serialized."""
     out = {name: getattr(task, name) for name in _FIELDS}
+    start, end = task.started_at, task.finished_at
+    out["duration_seconds"] = (end - start).total_seconds() if start and end else None
     for name in _TIMES:
         value = out[name]
         if value is not None:
@@ -145,54 +190,75 @@ def task_json(task: Task) -> dict[str, Any]:
     return out
 
 
-async def list_tasks(
-    store: TaskStore, where: TaskFilter, limit: int = 50, before: int | None = None
-) -> dict[str, Any]:
-    rows = await store.page(where, limit=limit, before=before)
+@dataclass(frozen=True)
+class TaskQuery:
+    where: TaskFilter
+    limit: int
+    before: int | None
+
+
+def task_query(
+    caller: Text = None,
+    caller_contains: Contains = None,
+    status: Status = None,
+    department: Text = None,
+    tool: Text = None,
+    tool_contains: Contains = None,
+    pattern: Pattern = None,
+    session_id: SessionText = None,
+    since: When = None,
+    until: When = None,
+    limit: Limit = 50,
+    before: Before = None,
+) -> TaskQuery:
+    """Which tasks a listing asks for; blank values mean "any". ``since`` is inclusive and
+    ``until`` exclusive, on the creation time; ``before`` is the previous page's
+    ``next_before``."""
+    if since is not None and until is not None and since >= until:
+        raise HTTPException(400, "since must be before until")
+    where = TaskFilter(
+        caller=caller,
+        status=status,
+        department=department,
+        tool=tool,
+        pattern=pattern,
+        session_id=session_id,
+        since=since,
+        until=until,
+        caller_contains=caller_contains,
+        tool_contains=tool_contains,
+    )
+    return TaskQuery(where, limit, before)
+
+
+Listing = Annotated[TaskQuery, Depends(task_query)]
+
+
+async def list_tasks(store: TaskStore, query: TaskQuery) -> dict[str, Any]:
+    rows = await store.page(query.where, limit=query.limit, before=query.before)
     return {
         "tasks": [task_json(t) for t in rows],
-        "next_before": rows[-1].id if len(rows) == limit else None,
+        "next_before": rows[-1].id if len(rows) == query.limit else None,
     }
-
-
-async def task_detail(store: TaskStore, task_id: int) -> dict[str, Any]:
-    task = await store.get(task_id)
-    return {**task_json(task), "events": await store.events(task_id)}
-
-
-async def list_calls(
-    store: TaskStore, caller: str | None = None, limit: int = 50, before: datetime | None = None
-) -> dict[str, Any]:
-    rows = await store.calls(caller=caller, limit=limit, before=utc(before))
-    return {
-        "calls": rows,
-        "next_before": rows[-1]["started_at"] if len(rows) == limit else None,
-    }
-
-
-async def call_detail(store: TaskStore, session_id: str) -> dict[str, Any] | None:
-    found = await store.call(session_id)
-    if found is None:
-        return None
-    return {**found, "tasks": [task_json(t) for t in found["tasks"]]}
-
-
-async def stats(store: TaskStore) -> dict[str, Any]:
-    return {"outcomes": await store.outcomes()}
 
 
 async def cancel_task(store: TaskStore, task_id: int, hub: EventHub | None = None) -> Task:
-    task = await store.cancel(task_id, by=BY)
+    task = await cancel_job(store, task_id, by=BY)
     if hub is not None:
         hub.poke()
     return task
 
 
 async def retry_task(store: TaskStore, task_id: int, hub: EventHub | None = None) -> Task:
-    task = await store.retry(task_id, by=BY)
+    task = await retry_job(store, task_id, by=BY)
     if hub is not None:
         hub.poke()
     return task
+
+
+def plausible_session(session_id: str) -> bool:
+    """An id no call can have (too long, or a NUL, which Postgres cannot compare) is unknown."""
+    return len(session_id) <= 100 and "\x00" not in session_id
 
 
 # -- the routes -----------------------------------------------------------------------------
@@ -202,99 +268,97 @@ def _store(request: Request) -> TaskStore:
     return request.app.state.store
 
 
-@router.get("/tasks", response_model=TaskPage)
-async def get_tasks(
-    request: Request,
-    caller: Text = None,
-    status: Status | None = None,
-    department: Text = None,
-    tool: Text = None,
-    pattern: Pattern | None = None,
-    session_id: Text = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
-    before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-) -> dict[str, Any]:
-    """Tasks newest first. ``before`` is the ``next_before`` of the previous page."""
-    since, until = utc(since), utc(until)
-    if since is not None and until is not None and since >= until:
-        raise HTTPException(400, "since must be before until")
-    where = TaskFilter(caller, status, department, tool, pattern, session_id, since, until)
-    return await list_tasks(_store(request), where, limit, before)
+@router.get("/tasks", response_model=TaskPage, responses=documented(400, 422))
+async def get_tasks(request: Request, query: Listing) -> dict[str, Any]:
+    """Tasks newest first, 50 to a page unless ``limit`` says otherwise."""
+    return await list_tasks(_store(request), query)
 
 
-@router.get("/tasks/{task_id}", response_model=TaskDetail, responses=ERRORS)
-async def get_task(request: Request, task_id: Id) -> dict[str, Any]:
+@router.get("/tasks/counts", response_model=Counts, responses=documented(400, 422))
+async def get_counts(request: Request, query: Listing) -> dict[str, Any]:
+    """How many tasks match the filters (``status``, ``limit`` and ``before`` aside), per
+    status."""
+    counts = await _store(request).status_counts(query.where)
+    return {"counts": counts, "total": sum(counts.values())}
+
+
+@router.get("/tasks/{task_id}", response_model=TaskDetail, responses=documented(404, 422))
+async def get_task(request: Request, task_id: TaskId) -> dict[str, Any]:
     """One task with its event timeline (progress notes included)."""
-    return await task_detail(_store(request), task_id)
+    store = _store(request)
+    task = await store.get(task_id)
+    return {**task_json(task), "events": await store.events(task_id)}
 
 
-@router.post("/tasks/{task_id}/cancel", response_model=TaskOut, responses=ERRORS)
-async def post_cancel(request: Request, task_id: Id) -> dict[str, Any]:
+@router.post("/tasks/{task_id}/cancel", response_model=TaskOut, responses=WRITE)
+async def post_cancel(request: Request, task_id: TaskId) -> dict[str, Any]:
     """Cancel a queued or running background job; 409 for anything else."""
     return task_json(await cancel_task(_store(request), task_id, request.app.state.hub))
 
 
-@router.post("/tasks/{task_id}/retry", response_model=TaskOut, responses=ERRORS)
-async def post_retry(request: Request, task_id: Id) -> dict[str, Any]:
+@router.post("/tasks/{task_id}/retry", response_model=TaskOut, responses=WRITE)
+async def post_retry(request: Request, task_id: TaskId) -> dict[str, Any]:
     """Queue a failed background job again (same row and idempotency key); 409 otherwise."""
     return task_json(await retry_task(_store(request), task_id, request.app.state.hub))
 
 
-@router.get("/calls", response_model=CallPage)
+@router.get("/calls", response_model=CallPage, responses=READ)
 async def get_calls(
     request: Request,
     caller: Text = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
-    before: datetime | None = None,
+    caller_contains: Contains = None,
+    limit: Limit = 50,
+    before: When = None,
 ) -> dict[str, Any]:
     """Calls newest first, with their handoffs; ``before`` is a start time (``next_before``)."""
-    return await list_calls(_store(request), caller, limit, before)
+    rows = await _store(request).calls(
+        caller=caller, caller_contains=caller_contains, limit=limit, before=before
+    )
+    return {"calls": rows, "next_before": rows[-1]["started_at"] if len(rows) == limit else None}
 
 
-@router.get("/calls/{session_id}", response_model=CallDetail, responses=ERRORS)
-async def get_call(
-    request: Request,
-    session_id: str,
-) -> dict[str, Any]:
+@router.get("/calls/{session_id}", response_model=CallDetail, responses=documented(404, 422))
+async def get_call(request: Request, session_id: SessionId) -> dict[str, Any]:
     """One call: caller, start and end, its handoffs, and its tasks."""
-    # An id no call can have (too long, or a NUL, which Postgres cannot compare) is unknown.
-    plausible = len(session_id) <= 100 and "\x00" not in session_id
-    found = await call_detail(_store(request), session_id) if plausible else None
+    found = await _store(request).call(session_id) if plausible_session(session_id) else None
     if found is None:
         raise HTTPException(404, f"call {session_id!r} not found")
-    return found
+    return {**found, "tasks": [task_json(t) for t in found["tasks"]]}
 
 
-@router.get("/stats", response_model=Stats)
-async def get_stats(request: Request) -> dict[str, Any]:
-    """Outcomes and durations per department and tool."""
-    return await stats(_store(request))
+@router.get("/stats", response_model=Stats, responses=READ)
+async def get_stats(request: Request, window: Window = "day") -> Response:
+    """Outcomes per department and tool in a window of creation time: counts per status, the
+    failure rate (failed over succeeded plus failed) and the median and p95 duration. Figures
+    may be up to 10 s old (``computed_at``)."""
+    body = await request.app.state.stats.get_json(window)
+    return Response(body, media_type="application/json")  # serialized once per computation
 
 
 @router.get(
     "/events",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE"}},
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE"}, **READ},
 )
 async def get_events(
     request: Request,
-    last_event_id: Annotated[int | None, Header(ge=0, le=2**63 - 1)] = None,
-    after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    task_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    last_event_id: LastEventId = None,
+    after: EventId = None,
+    task_id: TaskIdQuery = None,
+    changes: Annotated[bool, Query(description="also send change events")] = False,
 ) -> StreamingResponse:
-    """Server-sent events, one per task change: ``id:`` is the task_events id, ``data:`` the
-    event with its task's caller, tool, department and pattern. ``Last-Event-ID`` (sent by a
-    reconnecting browser) or ``after`` replays what came after that id. ``task_id`` narrows
-    the stream to one task."""
+    """Server-sent events, one ``task`` event per task change: ``id:`` is the task_events id,
+    ``data:`` the event with its task's caller, tool, department and pattern; a ``change``
+    event (no id) whenever the store may have changed otherwise (calls). ``Last-Event-ID``
+    (sent by a reconnecting browser) or ``after`` replays what came after that id;
+    ``task_id`` narrows the stream to one task."""
     start = last_event_id if last_event_id is not None else after
 
     def accept(entry: dict[str, Any]) -> bool:
-        return task_id is None or entry["task_id"] == task_id
+        return task_id is None or entry.get("task_id") == task_id
 
     return StreamingResponse(
-        stream(request.app.state.hub, start, accept),
+        stream(request.app.state.hub, start, accept, changes=changes),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -1,53 +1,74 @@
-"""Who may use the console.
+"""The operator's token and sessions.
 
-With a token (``FRONTDESK_WEB_TOKEN``), every request, pages, API and SSE alike, carries it:
-``Authorization: Bearer <token>``, or the HttpOnly cookie that ``POST /login`` sets (form
-fields ``token`` and ``next``; the form itself is the pages' ``GET /login``). The cookie holds
-an HMAC of the token, never the token, and every comparison is constant-time. A cookie-borne
-POST must come from this site (SameSite=Lax, and an Origin, when sent, must match Host).
+With a token (``FRONTDESK_WEB_TOKEN``, at least ``MIN_TOKEN`` characters), scripts send
+``Authorization: Bearer <token>`` and browsers log in: ``POST /login`` (form fields ``token``
+and ``next``) checks the token and sets an HttpOnly, SameSite=Lax cookie holding a new
+random session id with its expiry, signed with a key derived from the token (signing.py). Every
+login is its own session; a session ends after ``SESSION_SECONDS``, or at ``POST /logout``,
+which revokes it on the server (a copied cookie stops working too), or when the token changes.
+Comparisons are constant-time. Login attempts are rate-limited per client address.
 
-Without a token the console is for this machine only: the command binds loopback (command.py),
-and the app answers only loopback clients under a loopback Host name, so a web page elsewhere
-cannot reach it through DNS rebinding.
-
-Refused: API paths get 401 JSON with ``WWW-Authenticate: Bearer``; a page is redirected to
-``/login?next=<path>``. ``/login`` and ``/static/`` (public npm assets) need nothing.
+Who needs a session at all is guard.py's business.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from http.cookies import SimpleCookie
-from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+import secrets
+import time
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from frontdesk.agents.programs.web.loopback import is_loopback
+from frontdesk.agents.programs.web.errors import TooMany
+from frontdesk.agents.programs.web.ratelimit import RateLimit
+from frontdesk.agents.programs.web.signing import derive, sign, unsign
 
 COOKIE = "frontdesk_session"
-OPEN_PATHS = ("/login",)  # exactly
-OPEN_PREFIXES = ("/static/",)
-API_PREFIXES = ("/api/", "/openapi.json")
-MAX_FORM_BYTES = 8192
-
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Any]
+MIN_TOKEN = 16
+SESSION_SECONDS = 8 * 3600
+LOGIN_ATTEMPTS = RateLimit(per_key=10, total=100)
 
 router = APIRouter(include_in_schema=False)
 
 
-def session_value(token: str) -> str:
-    """What the login cookie holds: derived from the token, and useless without it."""
-    return hmac.new(token.encode(), b"frontdesk-web-session", hashlib.sha256).hexdigest()
+def token_problem(token: str | None) -> str | None:
+    """Why a token cannot guard the console, or None."""
+    if token is not None and len(token) < MIN_TOKEN:
+        return (
+            f"FRONTDESK_WEB_TOKEN is {len(token)} characters; use at least {MIN_TOKEN} "
+            "(e.g. openssl rand -hex 24)"
+        )
+    return None
 
 
 def same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+class Sessions:
+    """Signed session cookies for one token, and the ids revoked before their expiry."""
+
+    def __init__(self, token: str, ttl: float = SESSION_SECONDS) -> None:
+        self.key = derive(token, "session")
+        self.ttl = ttl
+        self.revoked: dict[str, float] = {}  # session id -> when its cookie expires anyway
+
+    def new(self) -> str:
+        return sign(self.key, secrets.token_urlsafe(18), self.ttl)
+
+    def valid(self, cookie: str | None) -> bool:
+        sid = unsign(self.key, cookie)
+        return sid is not None and sid not in self.revoked
+
+    def revoke(self, cookie: str | None) -> None:
+        sid = unsign(self.key, cookie)
+        if sid is None:
+            return
+        now = time.time()
+        self.revoked = {s: t for s, t in self.revoked.items() if t > now}
+        self.revoked[sid] = now + self.ttl
 
 
 def safe_next(target: str | None) -> str:
@@ -57,107 +78,30 @@ def safe_next(target: str | None) -> str:
     return target
 
 
-def _headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-
-
-def _host_name(header: str) -> str:
-    """The name in a Host header, without its port ("[::1]:8080" -> "::1")."""
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-
-
-def _cookie(headers: dict[str, str]) -> str | None:
-    raw = headers.get("cookie")
-    if not raw:
-        return None
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(raw)
-    except Exception:
-        return None
-    morsel = jar.get(COOKIE)
-    return morsel.value if morsel else None
-
-
-def check(scope: Scope, token: str | None) -> str | None:
-    """None when the request may proceed, else why not (for the 401/403 message)."""
-    headers = _headers(scope)
-    if token is None:
-        client = scope.get("client")
-        host = _host_name(headers.get("host", ""))
-        if client is not None and not is_loopback(client[0]):
-            return "forbidden: this console has no token, so it answers this machine only"
-        if host and not is_loopback(host):
-            return "forbidden: this console has no token, so it answers loopback host names only"
-        return None
-    auth = headers.get("authorization", "")
-    if auth[:7].lower() == "bearer " and same(auth[7:].strip(), token):
-        return None
-    cookie = _cookie(headers)
-    if cookie is not None and same(cookie, session_value(token)):
-        origin = headers.get("origin")
-        if scope.get("method") not in ("GET", "HEAD", "OPTIONS") and origin is not None:
-            if urlsplit(origin).netloc != headers.get("host"):
-                return "forbidden: a cross-site request"
-        return None
-    return "unauthorized: send Authorization: Bearer <token>, or log in"
-
-
-class TokenGuard:
-    """ASGI middleware (not Starlette's BaseHTTPMiddleware, which would buffer the SSE stream)."""
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope.get("path", "")
-        if self.token is not None and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)):
-            await self.app(scope, receive, send)
-            return
-        problem = check(scope, self.token)
-        if problem is None:
-            await self.app(scope, receive, send)
-            return
-        if problem.startswith("forbidden"):
-            response: Response = _json(403, problem)
-        elif path.startswith(API_PREFIXES) or path == "/openapi.json":
-            response = _json(401, problem)
-            response.headers["WWW-Authenticate"] = 'Bearer realm="frontdesk"'
-        else:
-            query = scope.get("query_string", b"").decode("latin-1")
-            target = path + (f"?{query}" if query else "")
-            response = RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
-        await response(scope, receive, send)
-
-
-def _json(status: int, message: str) -> Response:
-    return Response(
-        json.dumps({"message": message}), status_code=status, media_type="application/json"
-    )
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "?"
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    """Check the form's ``token``; on success set the session cookie and go to ``next``."""
+    """Check the form's ``token``; on success set a new session cookie and go to ``next``."""
     token: str | None = request.app.state.token
-    body = await request.body()
-    form = parse_qs(body[:MAX_FORM_BYTES].decode("utf-8", "replace"), keep_blank_values=True)
+    body = await request.body()  # bounded by the body limit (limits.py)
+    form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     target = safe_next((form.get("next") or [""])[0])
     if token is None:
         return RedirectResponse(target, status_code=303)  # nothing to log in to
+    wait = LOGIN_ATTEMPTS.take(_client(request))
+    if wait is not None:
+        raise TooMany(wait)
     given = (form.get("token") or [""])[0].strip()
     if not given or not same(given, token):
         return RedirectResponse(f"/login?failed=1&next={quote(target, safe='')}", status_code=303)
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE,
-        session_value(token),
+        request.app.state.sessions.new(),
+        max_age=SESSION_SECONDS,
         httponly=True,
         samesite="lax",
         secure=request.url.scheme == "https",
@@ -167,7 +111,11 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    """End this browser's session, here and on the server."""
+    sessions: Sessions | None = request.app.state.sessions
+    if sessions is not None:
+        sessions.revoke(request.cookies.get(COOKIE))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response

@@ -12,6 +12,13 @@ for them again at each wake; a gap that never fills was a rolled-back transactio
 ``stream`` is one client: with a ``Last-Event-ID`` it first replays the log after that id
 from the database, then follows the hub, de-duplicating by id. A client that falls more than
 ``QUEUE_SIZE`` events behind is closed, and its browser reconnects with its last id and replays.
+A client that asks for ``changes`` also gets a ``change`` event (no id, no data) whenever the
+store may have changed in a way task events do not show (a call started, handed off, ended):
+on SQLite when ``PRAGMA data_version`` moves, on Postgres at each NOTIFY and fallback wake.
+
+A database that stops answering ends each stream (its browser reconnects and replays from its
+last id) and is logged once, not once per wake. ``close_streams`` ends every stream at once,
+so the server can stop without waiting for clients that never hang up.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from frontdesk.agents.programs.web.errors import one_line
 from frontdesk.db.store import TaskStore
 from frontdesk.db.watch import ChangeWatch
 
@@ -37,6 +45,7 @@ PAGE = 500
 
 Entry = dict[str, Any]
 _CLOSED: Entry = {}  # put on a queue to end its stream
+CHANGE: Entry = {"change": True}  # put on the queues of clients that asked for changes
 
 
 class EventHub:
@@ -46,7 +55,10 @@ class EventHub:
         self.cursor = 0
         self.gaps: dict[int, float] = {}  # skipped id -> when it was first missed
         self.subscribers: set[asyncio.Queue[Entry]] = set()
+        self.watchers: set[asyncio.Queue[Entry]] = set()  # subscribers that want changes
         self.reads = 0
+        self.closing = False
+        self.failing = False
         self._task: asyncio.Task[None] | None = None
         self._poke = asyncio.Event()
 
@@ -58,21 +70,34 @@ class EventHub:
         """Read now (this process just wrote, e.g. a cancel from the console)."""
         self._poke.set()
 
-    def subscribe(self) -> asyncio.Queue[Entry]:
+    def subscribe(self, changes: bool = False) -> asyncio.Queue[Entry]:
         queue: asyncio.Queue[Entry] = asyncio.Queue(QUEUE_SIZE)
+        if self.closing:
+            queue.put_nowait(_CLOSED)
+            return queue
         self.subscribers.add(queue)
+        if changes:
+            self.watchers.add(queue)
         return queue
 
     def unsubscribe(self, queue: asyncio.Queue[Entry]) -> None:
         self.subscribers.discard(queue)
+        self.watchers.discard(queue)
+
+    def close_streams(self) -> None:
+        """End every stream now, and any that opens from here on (the server is stopping)."""
+        self.closing = True
+        for queue in list(self.subscribers):
+            _close(queue)
+        self.subscribers.clear()
+        self.watchers.clear()
 
     async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
-        for queue in list(self.subscribers):
-            _close(queue)
+        self.close_streams()
         await self.watch.aclose()
 
     async def _run(self) -> None:
@@ -84,11 +109,32 @@ class EventHub:
             finally:
                 waiter.cancel()
                 poked.cancel()
+            changed = (
+                waiter.done()
+                and not waiter.cancelled()
+                and waiter.exception() is None
+                and bool(waiter.result())
+            )
             self._poke.clear()
             try:
                 await self.read()
-            except Exception:
-                log.warning("reading task events failed; retrying at the next wake", exc_info=True)
+            except Exception as exc:
+                if not self.failing:
+                    log.warning(
+                        "reading task events failed (%s); retrying at each wake", one_line(exc)
+                    )
+                self.failing = True
+                for queue in list(self.subscribers):  # each browser reconnects and replays
+                    self.unsubscribe(queue)
+                    _close(queue)
+                continue
+            if self.failing:
+                log.warning("reading task events again")
+                self.failing = False
+            if changed or not self.watch.sqlite:
+                for queue in list(self.watchers):
+                    with contextlib.suppress(asyncio.QueueFull):
+                        queue.put_nowait(CHANGE)
 
     async def read(self) -> int:
         """Fan out every event committed since the last read; returns how many."""
@@ -116,7 +162,7 @@ class EventHub:
                         queue.put_nowait(entry)
                     except asyncio.QueueFull:
                         # Too far behind: end its stream; it resumes from its Last-Event-ID.
-                        self.subscribers.discard(queue)
+                        self.unsubscribe(queue)
                         _close(queue)
             if len(rows) < PAGE:
                 return sent
@@ -139,9 +185,10 @@ async def stream(
     last_event_id: int | None,
     accept: Callable[[Entry], bool] = lambda _: True,
     heartbeat: float = HEARTBEAT_SECONDS,
+    changes: bool = False,
 ) -> AsyncIterator[bytes]:
     """One SSE client's bytes: a replay after ``last_event_id``, then live events."""
-    queue = hub.subscribe()  # before the replay, so nothing falls between the two
+    queue = hub.subscribe(changes)  # before the replay, so nothing falls between the two
     seen: OrderedDict[int, None] = OrderedDict()
 
     def fresh(entry: Entry) -> bool:
@@ -156,7 +203,13 @@ async def stream(
         yield b"retry: 1000\n: connected\n\n"
         after = last_event_id
         while after is not None:
-            rows = await hub.store.event_log(after, limit=PAGE)
+            try:
+                rows = await hub.store.event_log(after, limit=PAGE)
+            except Exception as exc:
+                # The database went away mid-replay: end the stream; the browser retries with
+                # the last id it got. (A traceback here would be one per reconnect.)
+                log.info("replaying events after %s failed: %s", after, one_line(exc))
+                return
             for entry in rows:
                 if fresh(entry):
                     yield format_event(entry)
@@ -169,6 +222,9 @@ async def stream(
                 continue
             if entry is _CLOSED:
                 return
+            if entry is CHANGE:
+                yield b"event: change\ndata: {}\n\n"
+                continue
             if fresh(entry):
                 yield format_event(entry)
     finally:

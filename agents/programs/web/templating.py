@@ -8,6 +8,7 @@ and ``&`` as well.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.templating import Jinja2Templates
 
-TEMPLATES = Path(__file__).parent / "templates"
+from frontdesk.agents.programs.web.inputs import PATTERNS, STATUSES
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-PATTERNS = ("interruptible", "critical", "fire_and_forget", "background")
+TEMPLATES = Path(__file__).parent / "templates"
+FINISHED = STATUSES[2:]
+SHORT = 160  # characters of a result or error shown in a listing (the task page has it whole)
+_REF = re.compile(r"\(ref ([0-9a-f]{8})\)")
 
 
 def when(value: datetime | str | None) -> str:
@@ -56,6 +59,39 @@ def between(start: datetime | str | None, end: datetime | str | None) -> str:
     return seconds((b - a).total_seconds())
 
 
+def duration(task: Any, now: datetime | None = None) -> str:
+    """How long a task ran, or has been running; nothing before it started."""
+    start, end = task.started_at, task.finished_at
+    if start is None:
+        return ""
+    if end is None:
+        if task.status != "running":
+            return ""
+        end = now or datetime.now(timezone.utc)
+    return seconds(max(0.0, (end - start).total_seconds()))
+
+
+def summary(task: Any) -> str:
+    """A finished task's outcome in one short line: its error, or its result."""
+    if task.status not in FINISHED:
+        return ""
+    if task.error:
+        text = str(task.error)
+    elif task.result is None:
+        return ""
+    else:
+        result = task.result
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
+
+
+def error_ref(error: str | None) -> str | None:
+    """The log reference an unexpected error carries ("internal error: X (ref 1a2b3c4d)")."""
+    found = _REF.search(error or "")
+    return found[1] if found else None
+
+
 def pretty(value: Any) -> str:
     """Stored JSON, indented (escaped by autoescape when it is rendered)."""
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
@@ -69,8 +105,15 @@ def _environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=when, seconds=seconds, pretty=pretty)
-    env.globals.update(between=between, STATUSES=STATUSES, PATTERNS=PATTERNS)
+    env.filters.update(when=when, seconds=seconds, pretty=pretty, summary=summary)
+    env.globals.update(
+        between=between,
+        duration=duration,
+        error_ref=error_ref,
+        STATUSES=STATUSES,
+        PATTERNS=PATTERNS,
+        FINISHED=FINISHED,
+    )
     return env
 
 

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
-from frontdesk.core import Department, ToolContext, ToolError, hookimpl, tool
+from frontdesk.core import Department, ToolContext, ToolError, hookimpl, plugin_config, tool
 from frontdesk_weather import lookups
 
 __version__ = "0.1.0"
@@ -52,9 +52,8 @@ events_seen: Counter[str] = Counter()
 
 class WeatherSettings(BaseSettings):
     """The weather desk's settings. frontdesk fills them from ``FRONTDESK_WEATHER_*``, ``.env``
-    and the profile's ``[plugins.weather]`` table, in that order of precedence."""
-
-    model_config = SettingsConfigDict(env_prefix="FRONTDESK_WEATHER_", extra="ignore")
+    and the profile's ``[plugins.weather]`` table, in that order of precedence (it sets the
+    variables' prefix itself: no ``env_prefix`` here)."""
 
     units: Literal["metric", "imperial"] = "metric"
     # A forecast service: GET <service_url>?city=Lisbon answers
@@ -118,8 +117,11 @@ async def _from_service(url: str, city: str) -> Forecast:
 
 
 def _config(ctx: Any) -> WeatherSettings:
+    # ctx.config is None only when the tool runs outside frontdesk (a bare test context).
     config = getattr(ctx, "config", None)
-    return config if isinstance(config, WeatherSettings) else WeatherSettings()
+    return (
+        config if isinstance(config, WeatherSettings) else plugin_config("weather", WeatherSettings)
+    )
 
 
 # What the brain (or an LLM) reads about the argument: its JSON schema has the description and
@@ -222,10 +224,10 @@ def register_commands(cli: Any) -> None:
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Print a city's forecast as the weather desk would give it, without a call."""
-        try:
-            units = WeatherSettings().units
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise typer.BadParameter(str(exc).splitlines()[0]) from None
+        try:  # the settings a tool gets as ctx.config, built the same way
+            units = plugin_config("weather", WeatherSettings).units
+        except ValueError as exc:  # one line naming the variable or profile key
+            raise typer.BadParameter(str(exc)) from None
         f = forecast_for(city)
         if as_json:
             typer.echo(json.dumps({**f.__dict__, "units": units, "summary": f.summary_in(units)}))

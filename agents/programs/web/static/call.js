@@ -115,15 +115,14 @@
   }
 
   // -- joining ------------------------------------------------------------------------------
-  async function join(identity) {
+  // The server picks the room and who we are; the page asks for nothing but a token.
+  async function join() {
     setState("asking for a token…");
-    var res = await fetch("/call/token", {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ identity: identity }), credentials: "same-origin",
-    });
+    var res = await fetch("/call/token", { method: "POST", credentials: "same-origin" });
     if (!res.ok) {
       var why = res.status === 404 ? "calling is not set up here" : "the console refused: " + res.status;
-      if (res.status === 422) { why = "use letters, digits, spaces and . _ + @ : - only"; }
+      if (res.status === 429) { why = "too many calls from here just now; try again in a minute"; }
+      if (res.status === 401) { why = "this page needs its access code: reload it"; }
       throw new Error(why);
     }
     var grant = await res.json();
@@ -144,7 +143,7 @@
     });
     setState("joining " + grant.room + "…");
     await room.connect(grant.url, grant.token);
-    setState("connected as " + grant.identity + "; waiting for the front desk");
+    setState("connected; waiting for the front desk");
     room.remoteParticipants.forEach(foundAgent);
     try { await room.localParticipant.setMicrophoneEnabled(true); }
     catch (e) { setState(state.textContent + " (no microphone: listening only)"); }
@@ -155,7 +154,7 @@
     evt.preventDefault();
     var button = form.querySelector("button[type=submit]");
     button.disabled = true;
-    join(form.elements.identity.value.trim()).catch(function (err) {
+    join().catch(function (err) {
       setState(err && err.message ? err.message : String(err));
       button.disabled = false;
     });

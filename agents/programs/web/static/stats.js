@@ -34,6 +34,8 @@
         { label: "p95", backgroundColor: "#a9bbef", data: labels.map(function (k) { return data.durations[k].p95; }) },
       ],
     },
-    options: { responsive: true, maintainAspectRatio: false, scales: { y: { beginAtZero: true, title: { display: true, text: "seconds" } } } },
+    // Log scale: one slow tool (a 40 s report) must not flatten every 0.3 s lookup to nothing.
+    options: { responsive: true, maintainAspectRatio: false,
+               scales: { y: { type: "logarithmic", title: { display: true, text: "seconds" } } } },
   });
 })();
