@@ -244,7 +244,8 @@ async def test_task_status_shows_progress_and_hides_other_callers(
                     {"say": "Started."},
                 ],
             },
-            {"wait": {"seconds": 0.8}},
+            # The job reports its first step as it starts: wait for the runner, not the clock.
+            {"wait": {"task": "experiment", "status": "running", "timeout": 30}},
             {"user": "how is it going", "llm": [{"tools": [{"task_status": {}}]}]},
             {
                 "user": "and that other one",
