@@ -44,6 +44,20 @@ def pytest_configure(config: pytest.Config) -> None:
         "backends(*names): run on each named database backend (sqlite, postgres); "
         "db_url, settings and store follow the backend",
     )
+    config.addinivalue_line(
+        "markers",
+        "slow_trial: a minute-long trial that .ci/run runs with FRONTDESK_SLOW_TRIALS=1; "
+        "otherwise deselected (not skipped, so a required Postgres run does not count it)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("FRONTDESK_SLOW_TRIALS"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow_trial")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow_trial")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -33,12 +33,12 @@ def _seed(url: str) -> dict[str, int]:
         await store.call_handoff("RM_" + "9" * 90, None, "triage")
         failed = await store.create(caller={LONG_CALLER!r}, department="reports",
                                     tool="generate_report", pattern="background", args={{}})
-        await store.claim("runner:1", 30)
+        await store.transition(failed.id, "running", expect=("queued",))
         await store.transition(failed.id, "failed", error={ERROR!r})
         job = await store.create(caller={LONG_CALLER!r}, session_id="RM_" + "9" * 90,
                                  department="reports", tool="generate_report",
                                  pattern="background", args={{"note": {NOTE!r}}})
-        await store.claim("runner:1", 30)
+        await store.transition(job.id, "running", expect=("queued",))
         await store.set_progress(job.id, 0.95, {NOTE!r})
         print(job.id, failed.id)
         """,

@@ -12,9 +12,9 @@ import re
 from datetime import timedelta
 
 import pytest
+from jobkit import finished, queue, running, start_job
 from webclient import console
 
-from frontdesk.core.runner import Runner
 from frontdesk.core.tools import tool
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import utcnow
@@ -31,7 +31,7 @@ def rows(page: str) -> dict[int, str]:
 
 async def _finished(store, caller="ann", tool_name="lookup", status="succeeded", **values):
     t = await store.create(caller=caller, tool=tool_name, pattern="background", args={})
-    await store.claim("runner:t", 30)
+    await start_job(store, t.id)
     await store.set_progress(t.id, 0.95, "finishing up")
     await store.transition(t.id, status, **values)
     return t.id
@@ -41,7 +41,7 @@ async def test_rows_show_outcome_and_duration_and_no_stale_progress(db_url, stor
     done = await _finished(store, result={"summary": "three rooms free"})
     failed = await _finished(store, status="failed", error="the chart service timed out")
     running = (await store.create(caller="ann", tool="build", pattern="background", args={})).id
-    await store.claim("runner:t", 30)
+    await start_job(store, running)
     await store.set_progress(running, 0.4, "drawing charts")
     async with console(db_url, store=store) as (_, c):
         page = (await c.get("/tasks")).text
@@ -116,11 +116,10 @@ async def test_an_unexpected_failure_can_be_found_in_the_logs(
         return "never"
 
     registry.tools["export"] = export
-    job = await store.create(caller="ann", tool="export", pattern="background", args={})
-    runner = Runner(store, registry, settings)
     with caplog.at_level(logging.ERROR):
-        await runner._run_job(await store.claim(runner.owner, 30))
-    row = await store.get(job.id)
+        async with running(store, registry, settings):
+            job = await queue(store, settings, "export")
+            row = await finished(store, job.id)
     ref = re.fullmatch(r"internal error: FileNotFoundError \(ref ([0-9a-f]{8})\)", row.error)
     assert ref, row.error
     logged = [r for r in caplog.records if f"(ref {ref[1]})" in r.getMessage()]
