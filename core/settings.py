@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     )
 
     database_url: str = "sqlite+aiosqlite:///frontdesk.db"
+    # Free space under an SQLite database below which doctor fails and the console's
+    # /api/health answers 503 (db/health.py); 0 turns the check off.
+    min_free_mb: float = Field(64.0, ge=0)
 
     # Plugin selection: LOAD is an allow-list for external plugins (unset = all, "" = none);
     # DISABLE is a deny-list that also applies to built-ins.

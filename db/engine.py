@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from frontdesk.db import walcare
 from frontdesk.db.errors import ConfigError
 
 BUSY_TIMEOUT_MS = 10_000
@@ -124,6 +125,8 @@ def _configure_sqlite(engine: AsyncEngine, *, immediate: bool) -> None:
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
+        # A small WAL, so a nearly full disk recovers once space is freed (db/walcare.py).
+        walcare.apply_pragmas(cur)
         cur.close()
 
     @event.listens_for(sync_engine, "begin")

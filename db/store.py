@@ -22,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
+from frontdesk.db import fileguard
 from frontdesk.db.actions import Actions
 from frontdesk.db.browse import Browse
 from frontdesk.db.calls import CallLog
@@ -129,6 +130,7 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
             create_engine(url, immediate=True) if is_sqlite(self.read_engine) else self.read_engine
         )
         self.observers: list[Callable[[TaskEvent], None]] = []
+        self.file_guard: fileguard.FileGuard | None = None  # set by open() on SQLite
         # On Postgres each commit that changed a task NOTIFYs, so watchers in other processes
         # wake at once (db/watch.py); SQLite watchers read PRAGMA data_version instead.
         notify = None if is_sqlite(self.read_engine) else f"NOTIFY {CHANNEL}"
@@ -158,7 +160,17 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         except BaseException:
             await store.close()
             raise
+        store.guard_files()
         return store
+
+    def guard_files(self) -> None:
+        """Refuse writes once the SQLite files are deleted or replaced (db/fileguard.py)."""
+        from frontdesk.db.health import sqlite_path
+
+        path = sqlite_path(self.url)
+        if self.file_guard is None and path is not None:
+            self.file_guard = fileguard.acquire(path)
+            self._writer.guard = self.file_guard.check if self.file_guard else None
 
     @property
     def dialect(self) -> str:
@@ -166,6 +178,10 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
 
     async def close(self) -> None:
         await self._writer.aclose()
+        if self.file_guard is not None:
+            self._writer.guard = None
+            fileguard.release(self.file_guard)
+            self.file_guard = None
         await self.read_engine.dispose()
         if self.write_engine is not self.read_engine:
             await self.write_engine.dispose()

@@ -20,6 +20,9 @@ import stamina
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from frontdesk.db import walcare
+from frontdesk.db.engine import BUSY_TIMEOUT_MS
+
 Write = Callable[[AsyncConnection, list[Any]], Awaitable[Any]]
 # Runs on the aiosqlite thread with the raw sqlite3 connection, inside the group's transaction.
 RawWrite = Callable[[sqlite3.Connection, list[Any]], Any]
@@ -85,6 +88,12 @@ class GroupWriter:
         self._closing = False
         self.linger = linger
         self.commits = 0
+        # Called before every transaction; raises to refuse it (db/fileguard.py: the database's
+        # files were deleted or replaced, so nothing more may be written into them).
+        self.guard: Callable[[], None] | None = None
+        # Something was written (or a write failed) since the WAL was last truncated.
+        self._checkpoint_due = False
+        self.checkpoints = 0
         # One hop per batch needs aiosqlite's way of running a function on its thread.
         self.raw = (
             engine.dialect.name == "sqlite"
@@ -126,7 +135,9 @@ class GroupWriter:
                             await self._commit(batch)
                             batch = []
                         elif not await self._linger():
-                            break
+                            await self._idle()
+                            if not self._pending:
+                                break
                 finally:
                     await self._release()
                 # A write may have arrived while the connection was being given back.
@@ -152,6 +163,26 @@ class GroupWriter:
         finally:
             timer.cancel()
             self._wake = None
+
+    async def _idle(self) -> None:
+        """The writer has nothing to do: empty the WAL (``wal_checkpoint(TRUNCATE)``), so its
+        file holds no disk space between bursts (db/walcare.py). Writes that arrive meanwhile
+        wait for it: a checkpoint of a WAL kept under 1 MB takes a few milliseconds."""
+        if self._checkpoint_due:
+            await self._truncate()
+
+    async def _truncate(self) -> None:
+        if not (self.raw and self._conn is not None and self._driver is not None):
+            return
+        self._checkpoint_due = False
+        try:
+            done = await self._hop(walcare.truncate_checkpoint, BUSY_TIMEOUT_MS)
+        except Exception:  # the connection is gone: the next one's idle moment tries again
+            done = None
+        if done is None or done[0]:
+            self._checkpoint_due = True  # busy or failed: try again at the next idle moment
+        else:
+            self.checkpoints += 1
 
     async def _release(self) -> None:
         conn, self._conn, self._driver = self._conn, None, None
@@ -192,7 +223,10 @@ class GroupWriter:
 
     async def _attempt(self, batch: list[_Item], events: list[Any]) -> list[Any]:
         del events[:]
+        if self.guard is not None:
+            self.guard()
         self.commits += 1
+        self._checkpoint_due = True
         if not self.raw:
             async with self._engine.begin() as conn:
                 results = [await write(conn, events) for write, _, _ in batch]
@@ -210,7 +244,11 @@ class GroupWriter:
                     await self._hop(write, events) if raw else await write(self._conn, events)
                     for write, raw, _ in batch
                 ]
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception) and walcare.is_disk_full(exc):
+                # What the failed transaction appended to the WAL holds disk space: a TRUNCATE
+                # checkpoint gives it back (if the database file can take the pages).
+                await self._truncate()
             # The connection's state is unknown after a failure; the pool rolls back whatever
             # is left open, and the next batch checks out a fresh one.
             await self._release()

@@ -201,6 +201,21 @@ async def _database_section(url: str, wanted: list[Any]) -> tuple[list[dict[str,
     return rows, True
 
 
+def _headroom_row(settings: Settings) -> dict[str, Any] | None:
+    """Free space where an SQLite database lives (or will be created), against
+    FRONTDESK_MIN_FREE_MB: SQLite stops writing when the disk is full (db/health.py)."""
+    from frontdesk.db import health
+
+    path = health.sqlite_path(settings.database_url)
+    if path is None:
+        return None
+    try:
+        room = health.headroom(path, health.min_free_bytes(settings))
+    except OSError as exc:
+        return {"item": "free space", "status": "warn", "detail": f"not measured: {exc}"}
+    return {"item": "free space", "status": "ok" if room.ok else "error", "detail": room.line()}
+
+
 async def _migration_trial(url: str, registry: Any) -> list[dict[str, Any]]:
     """Pending plugin revisions, tried in a transaction that is rolled back: a plugin whose
     migration would fail is withdrawn here as it would be in a call, and shown as FAIL."""
@@ -318,6 +333,9 @@ async def gather(
     db_rows, db_ok = await _database_section(settings.database_url, branches(registry))
     if db_ok:
         db_rows += await _migration_trial(settings.database_url, registry)
+    room = _headroom_row(settings)
+    if room is not None:
+        db_rows.append(room)
     sections = {
         **({"settings": setting_rows} if setting_rows else {}),
         "providers": provider_rows,
@@ -349,6 +367,7 @@ async def gather(
     ok = (
         providers_ok and db_ok and checks_ok and not registry.config_errors and not setting_problems
     )
+    ok = ok and (room is None or room["status"] != "error")
     ok = ok and not any(
         row["status"] == "error" for name in ("plugins", "profile") for row in sections[name]
     )

@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from frontdesk.agents.programs.web import api, auth, call, errors, openapi
+from frontdesk.agents.programs.web import api, auth, call, errors, health, openapi
 from frontdesk.agents.programs.web.guard import Guard
 from frontdesk.agents.programs.web.limits import BodyLimit, SecurityHeaders, livekit_origins
 from frontdesk.agents.programs.web.ratelimit import RateLimit
@@ -102,13 +102,16 @@ def create_app(
     outage = errors.Outage(probe)
     errors.install(app, outage)
     app.include_router(api.router)
+    app.include_router(health.router)
     app.include_router(auth.router)
     # The pages: tasks (pages.py), and calls, stats, login and docs (views.py) on its router.
     from frontdesk.agents.programs.web import pages, views  # noqa: F401
 
     app.include_router(pages.router)
     app.include_router(call.router)
-    app.state.routes = errors.route_table(api.router, auth.router, pages.router, call.router)
+    app.state.routes = errors.route_table(
+        api.router, health.router, auth.router, pages.router, call.router
+    )
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(Guard, token=token, sessions=app.state.sessions)
