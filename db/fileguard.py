@@ -101,7 +101,8 @@ class FileGuard:
                 # its first sighting is the file from now on.
                 self._seen[path] = now
                 continue
-            what = "deleted" if now is None else "replaced by another file"
+            # A deleted -wal is soon created again by any new connection: "replaced" then.
+            what = "deleted" if now is None else "deleted or replaced (another file has its name)"
             self._trip(path, what)
             return self.problem
         return None
