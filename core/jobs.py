@@ -98,6 +98,10 @@ def system_engine(url: str, *, pool_size: int = 5) -> sa.Engine:
         dbapi_conn.execute("PRAGMA journal_mode=WAL")
         dbapi_conn.execute("PRAGMA synchronous=NORMAL")
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
+        # DBOS's file shares the disk: its WAL kept as small as the store's (db/walcare.py).
+        from frontdesk.db.walcare import apply_pragmas
+
+        apply_pragmas(dbapi_conn)
         dbapi_conn.isolation_level = "IMMEDIATE"
 
     return engine
