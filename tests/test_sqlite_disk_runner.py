@@ -81,4 +81,6 @@ async def test_jobs_done_while_the_disk_is_full_end_succeeded_once_space_is_free
             assert (await in_status(store, job.id, "succeeded", timeout=60)).attempts == 1
     assert all(t.attempts == 1 and t.result["summary"].startswith("Experiment") for t in ended)
     assert kit.calls["experiment"] == JOBS + LATER  # none ran twice
-    print(f"\n{JOBS} jobs done on a full disk: all succeeded {recovered:.2f} s after space was freed")
+    print(
+        f"\n{JOBS} jobs done on a full disk: all succeeded {recovered:.2f} s after space was freed"
+    )
