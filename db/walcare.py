@@ -13,11 +13,13 @@ few seconds after they resumed (issue 23). So every connection gets:
   reader that held it open) is cut back to this when it is reset.
 
 And the process's serialized writer (db/writer.py) runs ``wal_checkpoint(TRUNCATE)`` when it
-goes idle, so between bursts the WAL file is empty and holds no disk space at all.
+goes idle with more than ``IDLE_TRUNCATE_BYTES`` of WAL, and when a write fails on a full disk,
+so between bursts the WAL file holds next to no disk space.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -27,6 +29,10 @@ from typing import Any
 # driver's thread, not the event loop's.
 WAL_AUTOCHECKPOINT_PAGES = 128
 JOURNAL_SIZE_LIMIT = 1024 * 1024
+# The idle writer truncates the WAL file only once it holds this much: every TRUNCATE bumps
+# PRAGMA data_version, which wakes every watcher (db/watch.py) once more, and costs two fsyncs,
+# so a burst of a few commits is left for the next one.
+IDLE_TRUNCATE_BYTES = 128 * 1024
 # The busy timeout during an idle checkpoint: never wait on another process's reader.
 _CHECKPOINT_BUSY_MS = 0
 
@@ -52,6 +58,16 @@ def truncate_checkpoint(conn: sqlite3.Connection, busy_timeout_ms: int) -> tuple
     except sqlite3.Error:
         return None
     return tuple(row) if row is not None else None
+
+
+def wal_bytes(wal_path: str | None) -> int:
+    """The size of a -wal file (0 when there is none)."""
+    if not wal_path:
+        return 0
+    try:
+        return os.stat(wal_path).st_size
+    except OSError:
+        return 0
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -93,6 +93,8 @@ class GroupWriter:
         self.guard: Callable[[], None] | None = None
         # Something was written (or a write failed) since the WAL was last truncated.
         self._checkpoint_due = False
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        self._wal = f"{database}-wal" if database else None
         self.checkpoints = 0
         # One hop per batch needs aiosqlite's way of running a function on its thread.
         self.raw = (
@@ -165,10 +167,11 @@ class GroupWriter:
             self._wake = None
 
     async def _idle(self) -> None:
-        """The writer has nothing to do: empty the WAL (``wal_checkpoint(TRUNCATE)``), so its
-        file holds no disk space between bursts (db/walcare.py). Writes that arrive meanwhile
-        wait for it: a checkpoint of a WAL kept under 1 MB takes a few milliseconds."""
-        if self._checkpoint_due:
+        """The writer has nothing to do: empty a WAL that holds more than a few commits
+        (``wal_checkpoint(TRUNCATE)``), so its file takes next to no disk space between bursts
+        (db/walcare.py). Writes that arrive meanwhile wait for it: a checkpoint of a WAL kept
+        near 512 KB takes a few milliseconds."""
+        if self._checkpoint_due and walcare.wal_bytes(self._wal) >= walcare.IDLE_TRUNCATE_BYTES:
             await self._truncate()
 
     async def _truncate(self) -> None:

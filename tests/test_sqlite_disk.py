@@ -97,7 +97,7 @@ async def test_a_full_4mb_disk_recovers_once_space_is_freed_and_work_done_ends_s
     with faultdisk.tmpfs(tmp_path / "disk") as disk:
         store = await _open(f"sqlite+aiosqlite:///{disk}/fd.db")
         try:
-            for i in range(20):
+            for i in range(40):
                 await _job(store, i)
             # A job whose work is done when the disk fills up: its end must still be written.
             done_job = await store.create(
