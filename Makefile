@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quick clean assets
+.PHONY: demo test faults lint bench bench-quick clean assets
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The database-fault suite alone (docs/reliability.md): a private Postgres killed and restarted,
+# SQLite on a full 4 MB tmpfs, clock steps under libfaketime. `make test` runs it too.
+faults: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m faults
 
 # ruff, then import-linter's contracts: the layers of docs/design.md (pyproject [tool.importlinter]).
 lint: $(STAMP)
