@@ -214,23 +214,23 @@ def test_doctor_fails_when_the_database_disk_is_nearly_full(tmp_path, monkeypatc
     assert "FAIL" in line and "free some space" in line, line
 
 
-async def test_console_health_is_green_then_red_on_low_headroom(tmp_path):
+async def test_console_health_is_green_then_red_on_low_headroom(tmp_path, monkeypatch):
     from webclient import console
-
-    from frontdesk.core.settings import Settings
 
     url = f"sqlite+aiosqlite:///{tmp_path}/fd.db"
     store = await _open(url)
     try:
-        async with console(url, store=store) as (app, c):
+        async with console(url, store=store) as (_, c):
             ok = await c.get("/api/health")
             assert ok.status_code == 200, ok.text
             assert ok.json()["status"] == "ok"
-            app.state.settings = Settings(database_url=url, min_free_mb=10**9)
+            spec = (await c.get("/openapi.json")).json()
+            assert {"200", "503"} <= set(spec["paths"]["/api/health"]["get"]["responses"])
+        # As `frontdesk web` runs it: no settings passed, the threshold from the environment.
+        monkeypatch.setenv("FRONTDESK_MIN_FREE_MB", str(10**9))
+        async with console(url, store=store) as (_, c):
             red = await c.get("/api/health")
             assert red.status_code == 503 and red.headers["Retry-After"]
             assert any("free some space" in r for r in red.json()["reasons"]), red.json()
-            spec = (await c.get("/openapi.json")).json()
-            assert {"200", "503"} <= set(spec["paths"]["/api/health"]["get"]["responses"])
     finally:
         await store.close()

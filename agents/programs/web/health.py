@@ -44,11 +44,24 @@ _RED = {
 }
 
 
+def _settings(request: Request) -> Any:
+    """The app's settings, else the environment's (``frontdesk web`` passes none): read once,
+    so FRONTDESK_MIN_FREE_MB applies; a bad value there leaves the default threshold."""
+    state = request.app.state
+    settings = getattr(state, "settings", None) or getattr(state, "health_settings", None)
+    if settings is None:
+        from frontdesk.core.settings import load_settings_leniently
+
+        settings, _ = load_settings_leniently()
+        state.health_settings = settings
+    return settings
+
+
 @router.get("/health", response_model=Healthy, responses={503: _RED})
 async def get_health(request: Request) -> Any:
     """200 while the store is fit to write; 503 with every reason it is not."""
     store = request.app.state.store
-    min_free = db_health.min_free_bytes(getattr(request.app.state, "settings", None))
+    min_free = db_health.min_free_bytes(_settings(request))
     reasons = db_health.problems(store, min_free)
     try:
         await asyncio.wait_for(store.last_event_id(), PROBE_SECONDS)
