@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -158,3 +159,55 @@ def test_a_running_process_stops_writing_when_its_wal_is_deleted(tmp_path):
     assert len(critical) == 1 and f"{db}-wal was " in critical[0], err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     print(f"\nsubprocess: writes refused {noticed:.2f} s after the -wal was deleted")
+
+
+async def test_a_live_console_and_writer_both_notice_a_deleted_wal(tmp_path):
+    """`frontdesk web` and a writing process on one database: the -wal is deleted; the
+    writer's writes are refused, the console's health turns 503 naming the file, and each
+    process logged one critical line."""
+    import httpx
+
+    db = tmp_path / "fd.db"
+    url = f"sqlite+aiosqlite:///{db}"
+    writer = subprocess.Popen(
+        [sys.executable, str(HERE / "guardchild.py"), url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    web = None
+    try:
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "ready"
+        web = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "frontdesk.agents.programs", "web", "--port", "0", "--db", url,
+            env={**os.environ, "FRONTDESK_WEB_TOKEN": "", "FRONTDESK_WEB_CALL": ""},
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert web.stderr is not None
+        line = (await asyncio.wait_for(web.stderr.readline(), 60)).decode()
+        assert line.startswith("frontdesk web on http://"), line
+        async with httpx.AsyncClient(base_url=line.split()[3], timeout=30) as c:
+            assert (await c.get("/api/health")).status_code == 200
+            os.unlink(f"{db}-wal")
+            deleted = time.monotonic()
+            while (health := await c.get("/api/health")).status_code == 200:
+                assert time.monotonic() - deleted < DETECT_WITHIN, "the console did not notice"
+                await asyncio.sleep(0.05)
+            noticed = time.monotonic() - deleted
+            assert health.status_code == 503, health.text
+            assert any(f"{db}-wal was " in r for r in health.json()["reasons"]), health.json()
+        web.send_signal(signal.SIGTERM)
+        web_err = (await asyncio.wait_for(web.stderr.read(), 30)).decode()
+        await asyncio.wait_for(web.wait(), 30)
+        out, err = await asyncio.to_thread(writer.communicate, timeout=60)
+    finally:
+        for proc in (writer, web):
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+        writer.wait()
+    assert "refused: database file" in out and out.strip().endswith("refused"), out
+    for stderr in (web_err, err):
+        alarms = [x for x in stderr.splitlines() if f"{db}-wal was " in x]
+        assert len(alarms) == 1, stderr[-3000:]
+    print(f"\nfrontdesk web answered 503 {noticed:.2f} s after the -wal was deleted")
