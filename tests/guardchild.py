@@ -4,7 +4,7 @@ tests/test_sqlite_fileguard.py.
 ``python guardchild.py URL``: opens the store (core schema only), prints ``ready``, then writes
 one job every 20 ms. Once writes are refused it prints ``refused: <reason>`` for the first
 refusal, keeps trying for ``TRIES`` more writes (each must be refused too), prints
-``stopped <n> refused`` and exits 0. The store's log goes to stderr, one line per record.
+``stopped <n> refused`` and exits 0 (after ``DEADLINE`` seconds at most). The store's log goes to stderr, one line per record.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 
 TRIES = 20
+DEADLINE = 60.0  # never refused by then: print "stopped 0 refused" and let the test fail
 
 
 async def main(url: str) -> None:
@@ -27,8 +29,9 @@ async def main(url: str) -> None:
     store = await TaskStore.open(url, prepare=prepare)
     print("ready", flush=True)
     refused = 0
+    give_up = time.monotonic() + DEADLINE
     try:
-        while refused <= TRIES:
+        while refused <= TRIES and time.monotonic() < give_up:
             try:
                 task = await store.create(caller="c", tool="report", pattern="background")
                 await store.transition(task.id, "running")

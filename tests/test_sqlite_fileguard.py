@@ -152,9 +152,9 @@ def test_a_running_process_stops_writing_when_its_wal_is_deleted(tmp_path):
             child.kill()
             child.wait()
     assert child.returncode == 0, err[-3000:]
+    assert out.strip().endswith("refused") and "stopped 0" not in out, out
     assert refused.startswith("refused: database file") and "fd.db-wal was " in refused
     assert noticed < DETECT_WITHIN, noticed
-    assert out.strip().endswith("refused"), out
     critical = [line for line in err.splitlines() if line.startswith("CRITICAL")]
     assert len(critical) == 1 and f"{db}-wal was " in critical[0], err[-3000:]
     assert "Traceback" not in err, err[-3000:]
