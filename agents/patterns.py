@@ -377,10 +377,13 @@ async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | Non
             await runtime.store.mark_delivered(task.id, note="superseded by the caller's retry")
     running = next((t for t in prior if t.id in runtime.inflight), None)
     if running is not None:
-        await asyncio.wait([runtime.inflight[running.id][1]])
-        refreshed = await runtime.store.get(running.id)
-        if refreshed.status == "succeeded":
-            return for_llm(refreshed.result)
+        work = runtime.inflight[running.id][1]
+        await asyncio.wait([work])
+        # The twin's own outcome, not its row: its end may not be written yet (the write
+        # queues behind the writer's checkpoint or another process's lock), and a row read
+        # as still running here would charge the caller a second time.
+        if not work.cancelled() and work.exception() is None:
+            return for_llm(to_jsonable(work.result()))
     return None
 
 
