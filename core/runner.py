@@ -32,6 +32,7 @@ from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, failure, stable_key
 from frontdesk.core.host import Registry
+from frontdesk.core.housekeeping import Housekeeper
 from frontdesk.core.reconcile import Reconciler
 from frontdesk.core.recording import (
     RECORD_RETRY_SECONDS,
@@ -93,7 +94,9 @@ class Runner:
             )
             log.info("runner %s started (job version %s)", self.executor_id, version)
             self.started.set()
-            await asyncio.gather(self._watch(stop), self._housekeeping(stop))
+            # Plugins' own periodic jobs (register_housekeeping), each isolated.
+            chores = Housekeeper(self.store, self.registry).run(stop)
+            await asyncio.gather(self._watch(stop), self._housekeeping(stop), chores)
         finally:
             await self.stop()
             durable.install(None)
