@@ -5,10 +5,11 @@ the time of the first attempt in milliseconds, and a random tail, so two logical
 share a key however clocks move (a gateway's or a ledger's key is never reused to charge again).
 A retry's row is ``<key>#<ms>-<rand>``: the same logical key (``stable_key``), its own time.
 
-The time is the database's clock, not the process's: read once per process (db/clock.py) and
-then advanced by the monotonic clock, so a wall-clock step in a call process (an NTP step, a
-container an hour off) neither opens nor closes the window, and call processes on one
-Postgres judge the window alike. A repeat within ``idempotency_window_seconds`` by that clock
+The time is the database's clock, not the process's (db/clock.py): on Postgres the server's
+``clock_timestamp()``, asked on each critical call (one round trip), so call processes on one
+Postgres judge the window alike whatever their own clocks say; on SQLite, whose clock is the
+one machine's, read once per process and then advanced by the monotonic clock, so a
+wall-clock step (an NTP step) neither opens nor closes the window. A repeat within ``idempotency_window_seconds`` by that clock
 is the same call again (replayed, never redone). Rows are looked for over ``KEYS_KEPT``
 (24 h, as Stripe keeps keys) by their stored ``created_at``, which is only a bound for the
 index; the window itself is judged on the times in the keys.
@@ -46,13 +47,25 @@ class DatabaseClock:
         self._lock = asyncio.Lock()
 
     async def now(self) -> datetime:
+        if self._store.dialect != "sqlite":
+            # A server's clock is one round trip away (a fraction of a millisecond), and
+            # asking it each time holds even when this process's every clock is stepped
+            # (libfaketime moves the monotonic clock too unless told not to).
+            anchor = await self._read(None, force=True)
+            return anchor[0]
         anchor = self._anchor
         if anchor is None or time.monotonic() - anchor[1] > REFRESH_SECONDS:
             anchor = await self._read(anchor)
         at, mono = anchor
         return at + timedelta(seconds=time.monotonic() - mono)
 
-    async def _read(self, old: tuple[datetime, float] | None) -> tuple[datetime, float]:
+    async def _read(
+        self, old: tuple[datetime, float] | None, force: bool = False
+    ) -> tuple[datetime, float]:
+        if force:
+            at = await database_now(self._store.read_engine)
+            self._anchor = (at, time.monotonic())
+            return self._anchor
         async with self._lock:
             if self._anchor is not old and self._anchor is not None:
                 return self._anchor  # another task read it meanwhile

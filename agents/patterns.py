@@ -186,7 +186,8 @@ async def run_tool(
                     return created
                 row = created
             else:
-                logical_key = keys.fresh(digest, await keys.clock_for(store).now())
+                # No window to judge here: unique is enough (no round trip for the time).
+                logical_key = keys.fresh(digest, utcnow())
                 row = await store.create(**fields)
         except llm.ToolError:
             raise
