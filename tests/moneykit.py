@@ -26,27 +26,28 @@ class Gateway:
 
     def __init__(self) -> None:
         self.refs: dict[str, str] = {}
-        self.moves: list[tuple[str, str, Decimal]] = []  # (op, key, amount), once per move
+        # (op, key, amount, whose: the account charged or the charge refunded), once per move
+        self.moves: list[tuple[str, str, Decimal, str]] = []
         self.finds: list[str] = []
         self.before: Hook = None
         self.after: Hook = None
         self.find_fails = False
 
-    async def _move(self, op: str, key: str, amount: Decimal) -> str:
+    async def _move(self, op: str, key: str, amount: Decimal, whose: str) -> str:
         if self.before is not None:
             await self.before()
         if key not in self.refs:
             self.refs[key] = f"gw_{op}_{len(self.refs) + 1}"
-            self.moves.append((op, key, amount))
+            self.moves.append((op, key, amount, whose))
         if self.after is not None:
             await self.after()
         return self.refs[key]
 
     async def charge(self, account: Any, amount: Decimal, idempotency_key: str) -> str:
-        return await self._move("charge", idempotency_key, amount)
+        return await self._move("charge", idempotency_key, amount, account.caller)
 
     async def refund(self, payment_ref: str, amount: Decimal, idempotency_key: str) -> str:
-        return await self._move("refund", idempotency_key, amount)
+        return await self._move("refund", idempotency_key, amount, payment_ref)
 
     async def find(self, idempotency_key: str) -> str | None:
         self.finds.append(idempotency_key)
@@ -55,10 +56,11 @@ class Gateway:
         return self.refs.get(idempotency_key)
 
     def double_charges(self) -> int:
-        """Charges beyond one per invoice and amount (what a caller would see twice)."""
+        """Moves beyond one per caller (or refunded charge) and amount: what a caller who
+        paid once would see twice on their statement (the trials pay once per caller)."""
         seen: dict[Any, int] = {}
-        for op, _key, amount in self.moves:
-            seen[(op, amount)] = seen.get((op, amount), 0) + 1
+        for op, _key, amount, whose in self.moves:
+            seen[(op, whose, amount)] = seen.get((op, whose, amount), 0) + 1
         return sum(n - 1 for n in seen.values())
 
 

@@ -179,3 +179,63 @@ async def test_a_gateway_that_cannot_answer_leaves_the_payment_pending_for_the_n
 
 async def _told(store) -> bool:
     return len(await store.pending_followups(["ada"])) == 1
+
+
+async def test_a_trial_of_payments_in_doubt_leaves_none_pending_and_charges_none_twice(
+    settings, store, monkeypatch
+):
+    """Twelve callers pay while the gateway loses requests and answers and the ledger write
+    fails; four retry the same call. One reconciler pass later: nothing pending, nothing
+    charged twice, every balance the sum of its open invoices, every caller in doubt told."""
+    gw = Gateway()
+    registry = billing_registry(settings, gw, monkeypatch)
+    db = Database(store)
+    real_complete = ledger.complete
+    modes = ["ok", "answer lost", "request lost", "ledger down"] * 3
+    state = {"mode": "ok"}
+
+    async def before() -> None:
+        if state["mode"] == "request lost":
+            raise ConnectionError("request lost")
+
+    async def after() -> None:
+        if state["mode"] == "answer lost":
+            raise ConnectionError("answer lost")
+
+    async def complete(*args, **kwargs):
+        if state["mode"] == "ledger down":
+            raise OSError("store unavailable")
+        return await real_complete(*args, **kwargs)
+
+    gw.before, gw.after = before, after
+    monkeypatch.setattr(ledger, "complete", complete)
+    in_doubt = 0
+    for n, mode in enumerate(modes):
+        state["mode"] = mode
+        runtime = call(store, registry, settings, caller=f"c{n}")
+        mine = {**PAY, "invoice_id": f"INV-{1001 + 3 * n}"}  # each account's first invoice
+        try:
+            await pay(runtime, registry, mine)
+        except llm.ToolError as exc:
+            assert "being confirmed" in str(exc)
+            in_doubt += 1
+            if n % 3 == 0:  # some retry the same call at once, with the trouble gone
+                state["mode"] = "ok"
+                assert (await pay(runtime, registry, mine)).startswith("Done: I paid $100.00")
+    state["mode"] = "ok"
+    left_before = len(await pending_payments(db, 0))
+    done = await reconcile_once(store, registry)
+    left_after = len(await pending_payments(db, 0))
+    assert left_after == 0 and gw.double_charges() == 0
+    paid = len(gw.moves)
+    for n in range(len(modes)):
+        account = await ledger.get_account(db, f"c{n}")
+        invoices = await ledger.invoices(db, account.id)
+        assert account.balance == sum(i.unpaid for i in invoices)  # balance and "paid" agree
+    told = len(await store.pending_followups([f"c{n}" for n in range(len(modes))]))
+    assert told == done.paid + done.released
+    print(
+        f"figures: payments={len(modes)} in_doubt={in_doubt} pending_before={left_before} "
+        f"settled_paid={done.paid} released={done.released} pending_after={left_after} "
+        f"charges={paid} double_charges={gw.double_charges()} followups={told}"
+    )
