@@ -41,7 +41,9 @@ async def main(url: str, caller: str, ready: str | None, go: str | None) -> None
     registry = crashkit.load_registry(settings)
     store = await open_store(url, registry)
     try:
-        runtime = CallRuntime(None, store=store, registry=registry, settings=settings, caller=caller)  # type: ignore[arg-type]
+        runtime = CallRuntime(
+            None, store=store, registry=registry, settings=settings, caller=caller
+        )  # type: ignore[arg-type]
         spec = registry.tools["pay_invoice"]
         answers = [await attempt(spec, runtime)]
         now = datetime.now(timezone.utc)
