@@ -378,7 +378,7 @@ class Runner:
     async def _completed_twin(self, task: Task) -> Task | None:
         """Another row of the same logical critical call (same stable idempotency key) that
         succeeded. What a tool did outside the store under the key only the tool can check
-        (billing reconciles its pending payment through the gateway on the caller's retry)."""
+        (billing's reconciler settles its pending payment through the gateway)."""
         if not task.idempotency_key:
             return None
         base = stable_key(task.idempotency_key)

@@ -21,7 +21,11 @@ Exactly once (issue 6), for a charge or a refund under the call's idempotency ke
 2. move the money with the same key (a gateway that has seen the key returns the same ref);
 3. complete: mark the row ``succeeded`` and apply it to the balance and the invoice.
 A retry after a crash between 2 and 3 finds the pending row and asks ``gateway.find(key)``
-before charging, so money moves once and the ledger holds one row per key.
+before charging, so money moves once and the ledger holds one row per key. A caller who does
+not retry is not left in doubt: every runner settles each pending payment by its key
+(reconcile.py, a ``register_housekeeping`` job) and the caller hears how it ended. While a
+charge on an invoice is pending nothing else is charged on it, and "paid" counts only recorded
+payments, so it always agrees with the balance.
 
 The money goes through a gateway: a plugin supplies one with the ``frontdesk_payment_gateway``
 hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledger, and
