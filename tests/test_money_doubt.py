@@ -239,3 +239,36 @@ async def test_a_trial_of_payments_in_doubt_leaves_none_pending_and_charges_none
         f"settled_paid={done.paid} released={done.released} pending_after={left_after} "
         f"charges={paid} double_charges={gw.double_charges()} followups={told}"
     )
+
+
+async def test_a_payment_whose_call_process_died_is_settled_and_told_by_a_runner(
+    settings, store, monkeypatch
+):
+    """The call process died after the gateway charged: its row is running with a lapsed
+    lease and the payment pending. A runner closes the row, its reconciler records the
+    payment, and the caller (who never retried) hears that it went through."""
+    from jobkit import running
+
+    gw = Gateway()
+    registry = billing_registry(settings, gw, monkeypatch)
+    db = Database(store)
+    account = await ledger.ensure_account(db, "fay", registry.configs["billing"].seeds())
+    key = "deadbeef.1700000000000-abc123"
+    await store.create(
+        caller="fay", tool="pay_invoice", pattern="critical", status="running",
+        department="billing", plugin="billing", idempotency_key=key,
+        lease_owner="call:4242:gone", lease_seconds=-1,
+    )  # fmt: skip
+    pay, _ = await ledger.reserve_charge(db, account, "INV-1002", Decimal("120"), key)
+    await gw.charge(account, Decimal("120"), key)  # the money moved; then the process died
+    async with running(store, registry, settings):
+        assert await wait_for(store, lambda: _none_pending(db), timeout=30)
+    account, inv = await invoice(db, "fay", "INV-1002")
+    assert (inv.status, account.balance) == ("paid", Decimal("405.15"))
+    heard = await hear_followups(store, "fay")
+    assert "went through" in heard[0][1] and pay.id in heard[0][1]
+    assert len(gw.moves) == 1
+
+
+async def _none_pending(db: Database) -> bool:
+    return not await pending_payments(db, 0)
