@@ -116,10 +116,15 @@ def private_pg():
     pg.close()
 
 
-async def test_money_moved_while_the_store_died_is_recorded_once_it_is_back(
-    private_pg, tmp_path, monkeypatch
+@pytest.mark.parametrize("charged", [True, False], ids=["charged", "not-charged"])
+async def test_a_payment_whose_store_died_is_settled_once_it_is_back(
+    private_pg, tmp_path, monkeypatch, charged
 ):
-    settings = Settings(database_url=private_pg.url, jobs_database_url=None)
+    """Postgres is killed (``pg_ctl stop -m immediate``) while the gateway is being asked;
+    the gateway charged, or lost the request. The caller hears "being confirmed"; once
+    Postgres is back a runner's reconciler records the payment or releases the reservation,
+    balance and invoice agree, and the caller hears how it ended."""
+    settings = Settings(database_url=private_pg.url)
     gw = Gateway()
     registry = billing_registry(settings, gw, monkeypatch)
     store = await open_store(private_pg.url, registry)
@@ -127,10 +132,15 @@ async def test_money_moved_while_the_store_died_is_recorded_once_it_is_back(
         runtime = CallRuntime(None, store=store, registry=registry, settings=settings, caller="eve")  # type: ignore[arg-type]
         await run_tool(registry.tools["account_balance"], runtime, "billing", {}, None)
 
-        async def store_dies() -> None:  # the money has moved; the ledger write is next
+        async def store_dies() -> None:
             await asyncio.to_thread(private_pg.stop, "immediate")
+            if not charged:
+                raise ConnectionError("the request never reached the gateway")
 
-        gw.after = store_dies
+        if charged:
+            gw.after = store_dies  # the money has moved; the ledger write is next
+        else:
+            gw.before = store_dies
         args = {"invoice_id": "INV-1001", "amount": "358.40", "confirmed": True}
         started = time.monotonic()
         with pytest.raises(llm.ToolError) as heard:
@@ -138,7 +148,7 @@ async def test_money_moved_while_the_store_died_is_recorded_once_it_is_back(
         told_in = time.monotonic() - started
         said = str(heard.value)
         assert "being confirmed" in said and "nothing will be charged twice" in said
-        gw.after = None
+        gw.before = gw.after = None
         await asyncio.to_thread(private_pg.start)
         back = time.monotonic()
         db = Database(store)
@@ -150,12 +160,19 @@ async def test_money_moved_while_the_store_died_is_recorded_once_it_is_back(
         account = await ledger.get_account(db, "eve")
         [payment] = await ledger.payments(db, account.id)
         inv = await ledger.find_invoice(db, account.id, "INV-1001")
-        assert (payment.status, payment.gateway_ref) == ("succeeded", "gw_charge_1")
-        assert (inv.status, account.balance) == ("paid", Decimal("166.75"))
         heard_later = await hear_followups(store, "eve")
-        assert "went through" in heard_later[0][1] and payment.id in heard_later[0][1]
-        assert len(gw.moves) == 1 and gw.double_charges() == 0
-        _figures(tmp_path, told_in=told_in, settled_in=settled_in)
+        if charged:
+            assert (payment.status, payment.gateway_ref) == ("succeeded", "gw_charge_1")
+            assert (inv.status, account.balance) == ("paid", Decimal("166.75"))
+            assert "went through" in heard_later[0][1] and payment.id in heard_later[0][1]
+        else:
+            assert payment.status == "failed" and gw.moves == []
+            assert (inv.status, inv.open_amount, account.balance) == (
+                "open", Decimal("358.40"), Decimal("525.15"),
+            )  # fmt: skip
+            assert "did not go through" in heard_later[0][1]
+        assert gw.double_charges() == 0
+        _figures(tmp_path, charged=charged, told_in=told_in, settled_in=settled_in)
     finally:
         await store.close()
 
