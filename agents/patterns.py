@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from livekit.agents import RunContext, llm
 from livekit.agents.llm import function_tool
 
+from frontdesk.agents import keys
 from frontdesk.agents.held_results import critical_turn, until_done_or_barge_in
 from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
@@ -75,13 +73,8 @@ def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
     return core_failure(exc, spec)
 
 
-def _digest(caller: str, tool: str, args: dict[str, Any]) -> str:
-    canonical = json.dumps([caller, tool, args], sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-def _fresh_key(digest: str) -> str:
-    return f"{digest}.{int(utcnow().timestamp())}"
+# The key of a tool call and "the same call again" (agents/keys.py): by the database's clock.
+_digest = keys.digest
 
 
 async def _create_critical(
@@ -89,24 +82,29 @@ async def _create_critical(
 ) -> tuple[str, Task | str]:
     """(stable key, the new row or the answer of an earlier attempt).
 
-    The same tool, arguments and caller within the window are one logical call; they share
-    the stable key that a plugin hands to its side effects (a payment gateway), while each row
-    gets a unique suffixed copy because the column is unique. The first attempt's lookup and
-    INSERT are one write (no separate read on the turn).
+    The same tool, arguments and caller within the window (by the database's clock, see
+    agents/keys.py) are one logical call; they share the stable key that a plugin hands to its
+    side effects (a payment gateway), while each row gets a unique suffixed copy because the
+    column is unique. The first attempt's lookup and INSERT are one write (no separate read on
+    the turn); rows are looked for over ``KEYS_KEPT`` and judged by the times in their keys.
     """
-    key = _fresh_key(digest)
-    since = utcnow() - timedelta(seconds=runtime.settings.idempotency_window_seconds)
-    row, prior = await runtime.store.create_unless_recent(
-        key_prefix=digest, since=since, idempotency_key=key, **fields
+    now = await keys.clock_for(runtime.store).now()
+    window = runtime.settings.idempotency_window_seconds
+    key = keys.fresh(digest, now)
+    row, found = await runtime.store.create_unless_recent(
+        key_prefix=digest, since=now - keys.KEYS_KEPT, idempotency_key=key, **fields
     )
     if row is not None:
         return key, row
+    prior = keys.same_call(found, now, window)
+    if not prior:
+        # Only older calls of the same details: this is a new one, under a new key.
+        return key, await runtime.store.create(**fields, idempotency_key=key)
     base = stable_key(prior[-1].idempotency_key or "")
     replay = await _replay(runtime, spec, prior)
     if replay is not None:
         return base, replay
-    # Only unique: the number of earlier attempts would repeat once the oldest leaves the window.
-    row = await runtime.store.create(**fields, idempotency_key=f"{base}#{uuid.uuid4().hex[:12]}")
+    row = await runtime.store.create(**fields, idempotency_key=keys.attempt(base, now))
     return base, row
 
 
@@ -188,7 +186,8 @@ async def run_tool(
                     return created
                 row = created
             else:
-                logical_key = _fresh_key(digest)
+                # No window to judge here: unique is enough (no round trip for the time).
+                logical_key = keys.fresh(digest, utcnow())
                 row = await store.create(**fields)
         except llm.ToolError:
             raise
@@ -355,6 +354,11 @@ async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | Non
     done = next((t for t in prior if t.status == "succeeded"), None)
     if done is not None:
         log.info("critical %s replayed from task %s", spec.name, done.id)
+        if done.delivered_at is None:
+            # Settled later (a housekeeping job wrote how it ended): the caller hears it now,
+            # so no follow-up says it again.
+            with contextlib.suppress(Exception):
+                await runtime.store.mark_delivered(done.id, note="replayed to the caller")
         return for_llm(done.result)
     now = utcnow()
     for task in prior:

@@ -19,6 +19,7 @@ __all__ = [
     "CallerTasks",
     "Database",
     "Department",
+    "HousekeepingContext",
     "NotCancellable",
     "Task",
     "TaskNotFound",
@@ -42,6 +43,10 @@ def __getattr__(name: str) -> object:
         from frontdesk.db.records import Task
 
         return Task
+    if name == "HousekeepingContext":  # the runner's side; a tool module need not load it
+        from frontdesk.core.housekeeping import HousekeepingContext
+
+        return HousekeepingContext
     if name == "plugin_config":  # pydantic-settings and the profile reader, only when used
         from frontdesk.core.plugin_settings import plugin_config
 

@@ -106,3 +106,21 @@ def doctor_checks(config: Any, hook: Any) -> list[tuple[str, str]]:
     of such pairs is shown as an ``"error"`` row for that plugin, and doctor goes on. Never put
     a secret in a message.
     """
+
+
+@hookspec
+def register_housekeeping(register: Callable[..., None], config: Any) -> None:
+    """Add periodic jobs that the runner runs for your plugin (core/housekeeping.py).
+
+    Called once when a runner starts (``frontdesk runner``, or the one ``start``, ``simulate``
+    and ``console`` embed), with ``config``, the plugin's own settings instance (None without
+    one; take only the arguments you need), so an interval can be a setting. Call ``register(name, fn, every_seconds)``: ``fn`` is
+    ``async fn(ctx)`` and gets a ``HousekeepingContext`` with the plugin's ``config``, a
+    ``database`` (the ``Database`` tools get), the ``hook`` relay, and ``find_task(key)`` /
+    ``settle_task(key, succeeded=, message=)`` to tell a caller how a tool call of theirs that
+    was left in doubt ended (by the ``ctx.idempotency_key`` the tool was given). The runner
+    runs each job at its start and then every ``every_seconds`` (at least 0.05). Every runner
+    runs it, so a job must be safe to run twice at once (compare-and-set its writes). A job
+    that raises or hangs (past four intervals, at least 30 s) is logged once per change of
+    state and runs again on its interval; it never stops the runner. Return nothing.
+    """

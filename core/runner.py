@@ -32,6 +32,7 @@ from frontdesk.core.context import ToolContext
 from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, failure, stable_key
 from frontdesk.core.host import Registry
+from frontdesk.core.housekeeping import Housekeeper
 from frontdesk.core.reconcile import Reconciler
 from frontdesk.core.recording import (
     RECORD_RETRY_SECONDS,
@@ -93,7 +94,9 @@ class Runner:
             )
             log.info("runner %s started (job version %s)", self.executor_id, version)
             self.started.set()
-            await asyncio.gather(self._watch(stop), self._housekeeping(stop))
+            # Plugins' own periodic jobs (register_housekeeping), each isolated.
+            chores = Housekeeper(self.store, self.registry).run(stop)
+            await asyncio.gather(self._watch(stop), self._housekeeping(stop), chores)
         finally:
             await self.stop()
             durable.install(None)
@@ -375,7 +378,7 @@ class Runner:
     async def _completed_twin(self, task: Task) -> Task | None:
         """Another row of the same logical critical call (same stable idempotency key) that
         succeeded. What a tool did outside the store under the key only the tool can check
-        (billing reconciles its pending payment through the gateway on the caller's retry)."""
+        (billing's reconciler settles its pending payment through the gateway)."""
         if not task.idempotency_key:
             return None
         base = stable_key(task.idempotency_key)

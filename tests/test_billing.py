@@ -337,7 +337,7 @@ async def test_same_key_twice_is_one_payment_with_the_same_answer(db, ctx_for):
 async def test_crash_after_gateway_charge_then_retry_reconciles_through_find(db, ctx_for):
     gw = RecordingGateway(lose_answers=1)
     hook = hook_with(gw)
-    with pytest.raises(ToolError, match="Nothing will be charged twice"):
+    with pytest.raises(ToolError, match="(?i)nothing will be charged twice"):
         await pay_invoice(await ctx_for(hook=hook), "INV-1002", "120", confirmed=True)
     [row] = await payment_rows(db)
     assert row.status == "pending"  # the key was persisted before the side effect
@@ -359,10 +359,11 @@ async def test_crash_between_charge_and_ledger_write_then_retry(db, ctx_for, mon
     real_complete = ledger.complete
 
     async def die(*args, **kwargs):
-        raise OSError("process killed")  # as if SIGKILL landed after the charge
+        raise OSError("store gone")  # as if the store died after the charge
 
     monkeypatch.setattr(ledger, "complete", die)
-    with pytest.raises(OSError):
+    # Money may have moved: the caller hears it is being confirmed, not a generic sorry.
+    with pytest.raises(ToolError, match="being confirmed.*nothing will be charged twice"):
         await pay_invoice(await ctx_for(hook=hook), "INV-1003", "46.75", confirmed=True)
     monkeypatch.setattr(ledger, "complete", real_complete)
     await pay_invoice(await ctx_for(hook=hook), "INV-1003", "46.75", confirmed=True)
@@ -452,7 +453,12 @@ async def test_racing_payments_for_one_invoice_charge_it_once(db, ctx_for):
     assert sum(isinstance(r, str) for r in results) == 1
     refused = [r for r in results if isinstance(r, ToolError)]
     assert len(refused) == 3
-    assert all(str(r) == "Invoice INV-1002 is already paid." for r in refused)
+    # A loser that came while the winner's charge was under way hears that it is being
+    # confirmed; one that came after hears it is paid. Either way nothing more is charged.
+    assert all(
+        str(r) == "Invoice INV-1002 is already paid." or "being confirmed" in str(r)
+        for r in refused
+    )
     [winner] = [c.idempotency_key for c, r in zip(ctxs, results, strict=True) if isinstance(r, str)]
     assert gw.log == [("charge", winner)] and await balance(db) == Decimal("405.15")
 
@@ -484,7 +490,7 @@ async def test_a_real_call_hands_the_gateway_its_full_stable_key(store, settings
     runtime = CallRuntime(None, store=store, registry=registry, settings=settings, caller="ida")  # type: ignore[arg-type]
     args = {"invoice_id": "INV-1002", "amount": "120", "confirmed": True}
     spec = registry.tools["pay_invoice"]
-    with pytest.raises(llm.ToolError, match="Nothing will be charged twice"):
+    with pytest.raises(llm.ToolError, match="(?i)nothing will be charged twice"):
         await run_tool(spec, runtime, "billing", dict(args), None)
     said = await run_tool(spec, runtime, "billing", dict(args), None)
     assert str(said).startswith("Done: I paid $120.00")
@@ -607,7 +613,7 @@ async def test_a_refund_whose_answer_was_lost_is_reconciled_not_repeated(db, ctx
     paid = await pay_invoice(await ctx_for(key="p", hook=hook), "INV-1003", "46.75", confirmed=True)
     payment_id = paid.rsplit(" ", 1)[-1].rstrip(".")
     gw.lose_answers = 1
-    with pytest.raises(ToolError, match="Nothing will be charged twice"):
+    with pytest.raises(ToolError, match="nothing will be refunded twice"):
         await refund(await ctx_for(key="r", tool="refund", hook=hook), payment_id, confirmed=True)
     await refund(await ctx_for(key="r", tool="refund", hook=hook), payment_id, confirmed=True)
     assert gw.log == [("charge", "p"), ("refund", "r"), ("find", "r")]
@@ -794,7 +800,7 @@ def test_billing_imports_only_the_public_core_and_its_own_package():
 
 
 _STDLIB = {
-    "__future__", "asyncio", "collections", "dataclasses", "datetime", "decimal", "functools",
+    "__future__", "asyncio", "collections", "contextlib", "dataclasses", "datetime", "decimal", "functools",
     "hashlib", "json", "logging", "math", "os", "pathlib", "re", "secrets", "tomllib", "tomli",
     "typing",
 }  # fmt: skip

@@ -21,7 +21,11 @@ Exactly once (issue 6), for a charge or a refund under the call's idempotency ke
 2. move the money with the same key (a gateway that has seen the key returns the same ref);
 3. complete: mark the row ``succeeded`` and apply it to the balance and the invoice.
 A retry after a crash between 2 and 3 finds the pending row and asks ``gateway.find(key)``
-before charging, so money moves once and the ledger holds one row per key.
+before charging, so money moves once and the ledger holds one row per key. A caller who does
+not retry is not left in doubt: every runner settles each pending payment by its key
+(reconcile.py, a ``register_housekeeping`` job) and the caller hears how it ended. While a
+charge on an invoice is pending nothing else is charged on it, and "paid" counts only recorded
+payments, so it always agrees with the balance.
 
 The money goes through a gateway: a plugin supplies one with the ``frontdesk_payment_gateway``
 hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledger, and
@@ -31,7 +35,7 @@ hook; without one the built-in ``SandboxGateway`` is used with the sandbox ledge
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,9 +49,11 @@ from . import ledger
 from .gateway import PaymentDeclined, PaymentGateway, SandboxGateway
 from .hookspecs import BillingSpecs
 from .ledger import AccountView, PaymentView
+from .money import ZERO, normalize_id, parse_amount
 from .money import money as spoken
-from .money import normalize_id, parse_amount
+from .reconcile import reconcile
 from .settings import BillingSettings
+from .steps import _before_money, _move_money, reconcile_payment
 
 __all__ = [
     "BillingSettings",
@@ -64,10 +70,6 @@ log = logging.getLogger("frontdesk.billing")
 frontdesk_hookspecs = BillingSpecs
 MIGRATIONS = Path(__file__).parent / "migrations"
 
-UNREACHABLE = (
-    "I couldn't reach the payment service to finish that. Nothing will be charged twice; "
-    "please try again in a moment."
-)
 NO_INVOICES = "You have no open invoices."
 
 
@@ -84,60 +86,6 @@ async def _account(ctx: ToolContext) -> AccountView:
 # -- the exactly-once steps -----------------------------------------------------------------
 
 
-async def _move_money(
-    db: Database,
-    gateway: PaymentGateway,
-    pay: PaymentView,
-    created: bool,
-    send: Callable[[], Awaitable[str]],
-) -> PaymentView:
-    """Steps 2 and 3 for a reserved payment: ``send()`` the money unless a retry finds that the
-    gateway already has it, then record it. Leaves the row pending if the gateway's answer is
-    unknown, so the caller's next attempt under the same key reconciles it."""
-    if pay.status == "succeeded":
-        return pay
-    key = pay.idempotency_key
-    try:
-        ref = None if created else await gateway.find(key)
-        if ref is None:
-            ref = await send()
-        if not isinstance(ref, str) or not ref:
-            raise TypeError(f"gateway returned {ref!r} instead of a reference")
-    except PaymentDeclined as exc:
-        await ledger.fail(db, pay.id)
-        raise ToolError(str(exc) or "The payment service declined that.") from None
-    except Exception:
-        log.exception("payment gateway failed for payment %s", pay.id)
-        raise ToolError(UNREACHABLE) from None
-    return await ledger.complete(db, pay.id, ref)
-
-
-async def reconcile_payment(
-    db: Database,
-    idempotency_key: str,
-    hook: Any = None,
-    config: BillingSettings | None = None,
-) -> PaymentView | None:
-    """Settle a payment left pending by a dead process, out of band.
-
-    Recovery does not call this today: the caller's retry settles a pending payment through
-    the same steps in ``_move_money``. It is here for an operator's script, and for a
-    recovery hook should one be added.
-
-    If the gateway has the key the payment is completed; otherwise it moved no money and is
-    marked failed (a later retry under the same key tries again). Returns the payment, or None
-    if nothing was recorded under the key.
-    """
-    pay = await ledger.find_payment(db, idempotency_key=idempotency_key)
-    if pay is None or pay.status != "pending":
-        return pay
-    ref = await gateways.gateway_for(hook, config or BillingSettings()).find(idempotency_key)
-    if ref is not None:
-        return await ledger.complete(db, pay.id, ref)
-    await ledger.fail(db, pay.id)
-    return await ledger.find_payment(db, id=pay.id)
-
-
 def _mismatch(pay: PaymentView, **expected: Any) -> None:
     # The same key for different details: refuse rather than answer for another request.
     if any(getattr(pay, k) != v for k, v in expected.items()):
@@ -151,7 +99,15 @@ def _mismatch(pay: PaymentView, **expected: Any) -> None:
 async def account_balance(ctx: ToolContext) -> str:
     """Tell the caller their account balance: how much they owe and on how many open invoices."""
     account = await _account(ctx)
-    open_ = [i for i in await ledger.invoices(ctx.database, account.id) if i.open_amount > 0]
+    items = await ledger.invoices(ctx.database, account.id)
+    # "Open" is what recorded payments leave open, as the balance counts it.
+    open_ = [i for i in items if i.unpaid > 0]
+    pending = sum((i.pending for i in items), ZERO)
+    confirming = (
+        f" A payment of {spoken(pending, account.currency)} is still being confirmed."
+        if pending > 0
+        else ""
+    )
     if account.balance <= 0 and not open_:
         return (
             f"Your balance is {spoken(account.balance, account.currency)}; "
@@ -160,7 +116,7 @@ async def account_balance(ctx: ToolContext) -> str:
     plural = "invoice" if len(open_) == 1 else "invoices"
     return (
         f"Your balance is {spoken(account.balance, account.currency)}, "
-        f"across {len(open_)} open {plural}."
+        f"across {len(open_)} open {plural}.{confirming}"
     )
 
 
@@ -173,18 +129,20 @@ async def list_invoices(ctx: ToolContext) -> str:
         return NO_INVOICES
     cur = account.currency
     lines = []
-    for inv in sorted(items, key=lambda i: (i.open_amount <= 0, i.id)):  # open ones first
+    for inv in sorted(items, key=lambda i: (i.unpaid <= 0, i.id)):  # open ones first
         due = f"due {inv.due_date:%B} {inv.due_date.day}"
-        if inv.open_amount <= 0:
+        if inv.pending > 0:
+            state = f"a payment of {spoken(inv.pending, cur)} on it is being confirmed, {due}"
+        elif inv.unpaid <= 0:
             state = "paid"
-        elif inv.open_amount < inv.amount:
-            state = f"{spoken(inv.open_amount, cur)} still open, {due}"
+        elif inv.unpaid < inv.amount:
+            state = f"{spoken(inv.unpaid, cur)} still open, {due}"
         else:
             state = f"open, {due}"
         lines.append(
             f"{inv.id}: {inv.description}, {spoken(inv.amount, cur)} to {inv.payee}, {state}."
         )
-    open_count = sum(1 for i in items if i.open_amount > 0)
+    open_count = sum(1 for i in items if i.unpaid > 0)
     return f"You have {open_count} open of {len(items)} invoices. " + " ".join(lines)
 
 
@@ -219,26 +177,27 @@ async def pay_invoice(
     caller clearly says yes.
     """
     value = parse_amount(amount)
-    account = await _account(ctx)
     wanted = normalize_id(invoice_id, "INV")
-    invoice = await ledger.find_invoice(ctx.database, account.id, wanted) if wanted else None
-    if not confirmed:
-        invoice = ledger.check_payable(invoice, value)
-        rest = invoice.open_amount - value
-        left = f" That leaves {spoken(rest, account.currency)} open on it." if rest > 0 else ""
-        return (
-            f"You're about to pay {spoken(value, account.currency)} to {invoice.payee} "
-            f"for invoice {invoice.id}.{left} Shall I go ahead?"
-        )
-    if wanted is None or invoice is None:
-        raise ToolError(ledger.INVOICE_NOT_FOUND)
-    gateway = gateways.gateway_for(ctx.hook, _config(ctx))
-    key = ctx.idempotency_key
-    pay, created = await ledger.reserve_charge(ctx.database, account, invoice.id, value, key)
+    async with _before_money("payment"):
+        account = await _account(ctx)
+        invoice = await ledger.find_invoice(ctx.database, account.id, wanted) if wanted else None
+        if not confirmed:
+            invoice = ledger.check_payable(invoice, value)
+            rest = invoice.open_amount - value
+            left = f" That leaves {spoken(rest, account.currency)} open on it." if rest > 0 else ""
+            return (
+                f"You're about to pay {spoken(value, account.currency)} to {invoice.payee} "
+                f"for invoice {invoice.id}.{left} Shall I go ahead?"
+            )
+        if wanted is None or invoice is None:
+            raise ToolError(ledger.INVOICE_NOT_FOUND)
+        gateway = gateways.gateway_for(ctx.hook, _config(ctx))
+        key = ctx.idempotency_key
+        pay, created = await ledger.reserve_charge(ctx.database, account, invoice.id, value, key)
     _mismatch(pay, kind="charge", account_id=account.id, invoice_id=invoice.id, amount=value)
     await ctx.progress(0.5, "charging")
     pay = await _move_money(
-        ctx.database, gateway, pay, created, lambda: gateway.charge(account, value, key)
+        ctx.database, gateway, pay, created, lambda: gateway.charge(account, value, key), "payment"
     )
     return (
         f"Done: I paid {spoken(pay.amount, account.currency)} to {invoice.payee} for invoice "
@@ -253,34 +212,37 @@ async def refund(ctx: ToolContext, payment_id: PaymentId, confirmed: bool = Fals
     First call with confirmed=false: nothing is refunded, and the answer gives the amount and
     payee to read back. Call again with confirmed=true only after the caller clearly says yes.
     """
-    account = await _account(ctx)
     wanted = normalize_id(payment_id, "PAY")
-    original = (
-        await ledger.find_payment(ctx.database, id=wanted, account_id=account.id, kind="charge")
-        if wanted
-        else None
-    )
-    if original is None:
-        raise ToolError(ledger.PAYMENT_NOT_FOUND)
-    invoice = (
-        await ledger.find_invoice(ctx.database, account.id, original.invoice_id)
-        if original.invoice_id
-        else None
-    )
-    payee = invoice.payee if invoice else _config(ctx).payee
-    about = f" on invoice {invoice.id}" if invoice else ""
-    amount = spoken(original.amount, account.currency)
-    if not confirmed:
-        # Refusals (already refunded, still pending) come before the question, not after it.
-        done = await ledger.payments(ctx.database, account.id)
-        ledger.check_refundable(original, [p for p in done if p.refunded_payment_id == original.id])
-        return (
-            f"You're about to get a refund of {amount} from {payee} for payment "
-            f"{original.id}{about}. Shall I go ahead?"
+    async with _before_money("refund"):
+        account = await _account(ctx)
+        original = (
+            await ledger.find_payment(ctx.database, id=wanted, account_id=account.id, kind="charge")
+            if wanted
+            else None
         )
-    gateway = gateways.gateway_for(ctx.hook, _config(ctx))
-    key = ctx.idempotency_key
-    pay, created = await ledger.reserve_refund(ctx.database, account, original.id, key)
+        if original is None:
+            raise ToolError(ledger.PAYMENT_NOT_FOUND)
+        invoice = (
+            await ledger.find_invoice(ctx.database, account.id, original.invoice_id)
+            if original.invoice_id
+            else None
+        )
+        payee = invoice.payee if invoice else _config(ctx).payee
+        about = f" on invoice {invoice.id}" if invoice else ""
+        amount = spoken(original.amount, account.currency)
+        if not confirmed:
+            # Refusals (already refunded, still pending) come before the question.
+            done = await ledger.payments(ctx.database, account.id)
+            ledger.check_refundable(
+                original, [p for p in done if p.refunded_payment_id == original.id]
+            )
+            return (
+                f"You're about to get a refund of {amount} from {payee} for payment "
+                f"{original.id}{about}. Shall I go ahead?"
+            )
+        gateway = gateways.gateway_for(ctx.hook, _config(ctx))
+        key = ctx.idempotency_key
+        pay, created = await ledger.reserve_refund(ctx.database, account, original.id, key)
     _mismatch(pay, kind="refund", account_id=account.id, refunded_payment_id=original.id)
     await ctx.progress(0.5, "refunding")
     pay = await _move_money(
@@ -289,6 +251,7 @@ async def refund(ctx: ToolContext, payment_id: PaymentId, confirmed: bool = Fals
         pay,
         created,
         lambda: gateway.refund(original.gateway_ref or "", original.amount, key),
+        "refund",
     )
     return (
         f"Done: {amount} from payment {original.id} is refunded{about}. "
@@ -320,6 +283,13 @@ def register_departments(register: Any) -> None:
             keywords=["bill", "invoice", "pay", "payment", "balance", "refund", "charge", "owe"],
         )
     )
+
+
+@hookimpl
+def register_housekeeping(register: Any, config: Any) -> None:
+    # Every runner settles payments left in doubt, at its start and on billing's interval.
+    every = config.reconcile_seconds if isinstance(config, BillingSettings) else 30.0
+    register("reconcile_payments", reconcile, every)
 
 
 @hookimpl

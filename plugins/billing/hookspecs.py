@@ -37,8 +37,9 @@ class BillingSpecs:
         ``amount`` is a ``Decimal``. ``charge`` and ``refund`` must be idempotent on the key:
         called again with a key already seen they return the first ref and move no money.
         Raise ``PaymentDeclined("caller-safe reason")`` to refuse; any other exception leaves
-        the payment pending, to be reconciled through ``find(idempotency_key)`` on the
-        caller's retry.
+        the payment pending, settled through ``find(idempotency_key)`` by the caller's retry
+        or by every runner's reconciler (``reconcile_seconds``), so ``find`` must answer for
+        a key for at least 24 hours.
         """
 
     @hookspec(firstresult=True)

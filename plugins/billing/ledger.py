@@ -45,6 +45,9 @@ from .tables import (
     _payments_for,
     _view,
     accounts_t,
+    as_utc,
+    db_now,
+    invoice_view,
     invoices_t,
     metadata,
     payments_t,
@@ -84,11 +87,7 @@ async def invoices(db: Database, account_id: int) -> list[InvoiceView]:
             )
         ).all()
         pays = await _payments_for(conn, account_id=account_id)
-    out = []
-    for row in rows:
-        paid = _net_paid([p for p in pays if p.invoice_id == row.id], include_pending=True)
-        out.append(_view(InvoiceView, row, open_amount=row.amount - paid))
-    return out
+    return [invoice_view(row, [p for p in pays if p.invoice_id == row.id]) for row in rows]
 
 
 async def find_invoice(db: Database, account_id: int, invoice_id: str) -> InvoiceView | None:
@@ -124,7 +123,7 @@ async def statement(
             lines.append({
                 "date": inv.created_at, "type": "invoice", "reference": inv.id,
                 "invoice": inv.id, "description": inv.description, "amount": inv.amount,
-                "status": "paid" if inv.open_amount <= 0 else "open",
+                "status": "paid" if inv.unpaid <= 0 else "open",
             })  # fmt: skip
     for pay in await payments(db, account.id):
         if pay.status == "failed" or not start <= pay.created_at < end:
@@ -215,14 +214,23 @@ async def _reserve(db: Database, key: str, make: MakePayment) -> tuple[PaymentVi
             return existing, False
         values = await make(conn)
         if existing is not None:
-            await conn.execute(
-                update(payments_t)
-                .where(payments_t.c.id == existing.id)
-                .values(status="pending", completed_at=None)
-            )
-            return replace(existing, status="pending", completed_at=None), False
-        values.update(idempotency_key=key, status="pending", gateway_ref=None, created_at=utcnow())
-        row = (await conn.execute(insert(payments_t).returning(*payments_t.c), values)).one()
+            # Reserved again now: its age (for the reconciler's grace) starts over.
+            row = (
+                await conn.execute(
+                    update(payments_t)
+                    .where(payments_t.c.id == existing.id)
+                    .values(
+                        status="pending", completed_at=None, created_at=db_now(conn.dialect.name)
+                    )
+                    .returning(*payments_t.c)
+                )
+            ).one()
+            return _view(PaymentView, row), False
+        # The database's clock: the reconciler judges a reservation's age by it.
+        values.update(idempotency_key=key, status="pending", gateway_ref=None,
+                      created_at=db_now(conn.dialect.name))  # fmt: skip
+        stmt = insert(payments_t).values(values).returning(*payments_t.c)
+        row = (await conn.execute(stmt)).one()
         return _view(PaymentView, row), True
 
     try:
@@ -249,6 +257,12 @@ async def reserve_charge(
 def check_payable(invoice: InvoiceView | None, amount: Decimal) -> InvoiceView:
     if invoice is None:
         raise ToolError(INVOICE_NOT_FOUND)
+    if invoice.pending > 0:
+        # Its outcome is not recorded yet: another charge now could be a second one.
+        raise ToolError(
+            f"A payment on invoice {invoice.id} is still being confirmed, and nothing will be "
+            "charged twice. I'll let you know how it ends; then you can pay any rest."
+        )
     if invoice.open_amount <= 0:
         raise ToolError(f"Invoice {invoice.id} is already paid.")
     if amount > invoice.open_amount:
@@ -299,12 +313,15 @@ async def complete(db: Database, payment_id: str, gateway_ref: str) -> PaymentVi
         assert pay is not None
         if pay.status == "succeeded":
             return pay
-        now = utcnow()
-        await conn.execute(
-            update(payments_t)
-            .where(payments_t.c.id == payment_id)
-            .values(status="succeeded", gateway_ref=gateway_ref, completed_at=now)
-        )
+        now = (
+            await conn.execute(
+                update(payments_t)
+                .where(payments_t.c.id == payment_id)
+                .values(status="succeeded", gateway_ref=gateway_ref,
+                        completed_at=db_now(conn.dialect.name))
+                .returning(payments_t.c.completed_at)
+            )
+        ).scalar_one()  # fmt: skip
         balance = (
             await conn.execute(
                 select(accounts_t.c.balance)
@@ -332,7 +349,7 @@ async def complete(db: Database, payment_id: str, gateway_ref: str) -> PaymentVi
                 .where(invoices_t.c.id == pay.invoice_id)
                 .values(status="paid" if paid >= total else "open")
             )
-        return replace(pay, status="succeeded", gateway_ref=gateway_ref, completed_at=now)
+        return replace(pay, status="succeeded", gateway_ref=gateway_ref, completed_at=as_utc(now))
 
     return await db.write(write)
 
@@ -344,7 +361,7 @@ async def fail(db: Database, payment_id: str) -> None:
         await conn.execute(
             update(payments_t)
             .where(payments_t.c.id == payment_id, payments_t.c.status == "pending")
-            .values(status="failed", completed_at=utcnow())
+            .values(status="failed", completed_at=db_now(conn.dialect.name))
         )
 
     await db.write(write)

@@ -7,6 +7,13 @@
   payment refusing to be interrupted.
 - ``payee`` (default "the front desk"): who the caller pays, read back before a payment is
   confirmed, for invoices that do not name their own payee.
+- ``reconcile_seconds`` (default 30): how often each runner settles payments left pending
+  (the gateway moved money, or may have, and the ledger did not hear back): by the key, the
+  gateway's ``find`` says whether money moved (recorded as paid) or not (the reservation is
+  released), and the caller hears the outcome as a follow-up. Also once when a runner starts.
+- ``reconcile_grace_seconds`` (default 30): how old, by the database's clock, a pending
+  payment must be before a runner settles it, so a payment in a live call is never raced
+  (one whose call is still running is never settled, whatever its age).
 - ``seed_invoices`` (default none): a TOML or JSON file of invoices every new account opens
   with, for a sandbox or a demo. A relative path is taken from the folder of the profile
   ``FRONTDESK_PROFILE`` names, else the working directory. Without it a new account starts
@@ -119,6 +126,8 @@ class BillingSettings(BaseSettings):
     sandbox_seconds: float = Field(0.0, ge=0, le=60)
     payee: str = Field(DEFAULT_PAYEE, min_length=1, max_length=200)
     seed_invoices: Path | None = None
+    reconcile_seconds: float = Field(30.0, ge=0.05, le=3600)
+    reconcile_grace_seconds: float = Field(30.0, ge=0, le=86400)
 
     @field_validator("seed_invoices", mode="before")
     @classmethod

@@ -21,9 +21,13 @@ from sqlalchemy import (
     Numeric,
     String,
     Table,
+    bindparam,
+    func,
+    literal_column,
     select,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
 
 from .money import ZERO
 
@@ -130,6 +134,15 @@ class InvoiceView:
     due_date: date
     created_at: datetime
     open_amount: Decimal = ZERO  # amount less charges made or under way, plus refunds
+    # Charges under way (reserved, the gateway's answer not yet recorded): they hold their
+    # amount, so nothing else may be charged on the invoice until they are settled.
+    pending: Decimal = ZERO
+
+    @property
+    def unpaid(self) -> Decimal:
+        """What recorded payments leave open: what the balance counts, so "paid" and the
+        balance always agree (a charge under way is not paid until it is settled)."""
+        return self.open_amount + self.pending
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,25 @@ def _net_paid(rows: list[Any], *, include_pending: bool) -> Decimal:
     return total
 
 
+def invoice_view(row: Any, pays: list[Any]) -> InvoiceView:
+    """An invoice row with what is open on it, from its payments."""
+    paid = _net_paid(pays, include_pending=True)
+    pending = sum((p.amount for p in pays if p.kind == "charge" and p.status == "pending"), ZERO)
+    return _view(InvoiceView, row, open_amount=row.amount - paid, pending=pending)
+
+
+def db_now(dialect: str, offset_seconds: float = 0.0) -> ColumnElement[Any]:
+    """The database's clock (plus ``offset_seconds``), evaluated in the statement: a payment's
+    age is judged by one clock, never by one process's wall clock against another's. On
+    Postgres ``now()``; on SQLite its own ``strftime('now')`` in the stored DateTime format."""
+    if dialect == "postgresql":
+        if not offset_seconds:
+            return func.now()
+        return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, float(offset_seconds))
+    modifier = bindparam(None, f"{float(offset_seconds):+.6f} seconds")
+    return func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier).concat(literal_column("'000'"))
+
+
 async def _payments_for(conn: AsyncConnection, **where: Any) -> list[Any]:
     stmt = select(payments_t).order_by(payments_t.c.created_at, payments_t.c.id)
     for key, value in where.items():
@@ -186,8 +218,7 @@ async def _invoice(
     row = (await conn.execute(stmt.with_for_update() if lock else stmt)).one_or_none()
     if row is None:
         return None
-    paid = _net_paid(await _payments_for(conn, invoice_id=invoice_id), include_pending=True)
-    return _view(InvoiceView, row, open_amount=row.amount - paid)
+    return invoice_view(row, await _payments_for(conn, invoice_id=invoice_id))
 
 
 async def _payment(
