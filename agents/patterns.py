@@ -37,6 +37,7 @@ from frontdesk.core.recording import (
 )
 from frontdesk.core.tools import REFERENCE, ToolSpec, mask_cards
 from frontdesk.db.models import utcnow
+from frontdesk.db.outage import OUTAGE
 from frontdesk.db.store import Task
 
 if TYPE_CHECKING:
@@ -192,8 +193,9 @@ async def run_tool(
                 row = await store.create(**fields)
         except llm.ToolError:
             raise
-        except Exception:
-            log.exception("task store unavailable for %s", spec.name)
+        except Exception as exc:
+            if not OUTAGE.failed(exc):  # an outage is logged once per process, not per call
+                log.exception("task store unavailable for %s", spec.name)
             raise llm.ToolError(STORE_DOWN) from None
 
     ctx = ToolContext(
@@ -340,8 +342,9 @@ async def _close(runtime: Call, task_id: int, status: str, **values: Any) -> Non
     the write is retried in the background until the database is back (or the call ends)."""
     try:
         await runtime.store.transition(task_id, status, **values)
-    except Exception:
-        log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
+    except Exception as exc:
+        if not OUTAGE.failed(exc):
+            log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
         runtime.spawn(record(runtime.store, task_id, status, **values))
 
 
@@ -391,7 +394,8 @@ async def enqueue(runtime: Call, task_id: int) -> None:
     try:
         await client_for(runtime.settings).enqueue(task_id)
     except Exception as exc:
-        log.warning("task %s queued; a runner will pick it up from its row (%s)", task_id, exc)
+        if not OUTAGE.failed(exc):
+            log.warning("task %s queued; a runner will pick it up from its row (%s)", task_id, exc)
 
 
 def _stored(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
