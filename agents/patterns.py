@@ -37,7 +37,7 @@ from frontdesk.core.recording import (
 )
 from frontdesk.core.tools import REFERENCE, ToolSpec, mask_cards
 from frontdesk.db.models import utcnow
-from frontdesk.db.outage import OUTAGE
+from frontdesk.db.outage import OUTAGE, from_database, one_line
 from frontdesk.db.store import Task
 
 if TYPE_CHECKING:
@@ -73,6 +73,10 @@ def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
     """As ``frontdesk.core.execution.failure``; LiveKit's own ToolError is a clean message too."""
     if isinstance(exc, llm.ToolError):
         return stored_error(str(exc)), stored_error(str(exc))
+    if from_database(exc) and OUTAGE.failed(exc):
+        # A tool that reads or writes the store (a ledger, its own table) met an outage: the
+        # caller hears that, and the process logs the outage once (db/outage.py).
+        return f"the task database was not answering: {one_line(exc)}", STORE_DOWN
     return core_failure(exc, spec)
 
 

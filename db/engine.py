@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from frontdesk.db.errors import ConfigError
+from frontdesk.db.outage import OUTAGE
 
 BUSY_TIMEOUT_MS = 10_000
 # How long a Postgres caller waits for a connection, both for one from the pool (all in use)
@@ -54,7 +55,14 @@ def patient_connect(wait: float) -> Callable[..., Awaitable[Any]]:
             on=_no_slot_now, attempts=None, timeout=wait, wait_initial=0.05, wait_max=1.0
         ):
             with attempt:
-                return await asyncpg.connect(*args, **kwargs)
+                try:
+                    return await asyncpg.connect(*args, **kwargs)
+                except Exception as exc:
+                    # A refused connect is no DBAPI error, so SQLAlchemy's handle_error never
+                    # sees it: the process's outage log is told here (db/outage.py).
+                    if not _no_slot_now(exc):
+                        OUTAGE.failed(exc)
+                    raise
         raise AssertionError("unreachable: the last attempt re-raises")
 
     return connect

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from frontdesk.db.errors import StoreUnavailable
@@ -64,6 +64,14 @@ def store_down(exc: BaseException) -> bool:
         ):
             return True
     return False
+
+
+def from_database(exc: BaseException) -> bool:
+    """Whether ``exc`` itself came from the database layer (not merely has one in its
+    chain: a tool's own timeout carries asyncio's TimeoutError, which is no outage)."""
+    return isinstance(exc, (SQLAlchemyError, StoreUnavailable, ConnectionError)) or type(
+        exc
+    ).__module__.startswith(("asyncpg", "psycopg", "sqlite3"))
 
 
 def one_line(exc: BaseException) -> str:
@@ -153,4 +161,4 @@ def track(sync_engine: Any, outage: Outage = OUTAGE) -> None:
         outage.ok()
 
 
-__all__ = ["OUTAGE", "Outage", "one_line", "store_down", "track"]
+__all__ = ["OUTAGE", "Outage", "from_database", "one_line", "store_down", "track"]
