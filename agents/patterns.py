@@ -349,7 +349,8 @@ async def _close(runtime: Call, task_id: int, status: str, **values: Any) -> Non
     except Exception as exc:
         if not OUTAGE.failed(exc):
             log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
-        runtime.spawn(record(runtime.store, task_id, status, **values))
+        retry = runtime.settings.record_retry_seconds
+        runtime.spawn(record(runtime.store, task_id, status, retry_seconds=retry, **values))
 
 
 async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | None:

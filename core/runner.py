@@ -35,7 +35,6 @@ from frontdesk.core.host import Registry
 from frontdesk.core.leasewatch import LeaseWatch
 from frontdesk.core.reconcile import Reconciler
 from frontdesk.core.recording import (
-    RECORD_RETRY_SECONDS,
     RESTART,
     record,
     stored_error,
@@ -45,7 +44,7 @@ from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
 from frontdesk.core.takeover import Sweeper, claim_id, every
 from frontdesk.db.models import utcnow
-from frontdesk.db.outage import OUTAGE
+from frontdesk.db.outage import OUTAGE, quiet
 from frontdesk.db.runners import STOPPED
 from frontdesk.db.store import Task, TaskStore
 
@@ -116,6 +115,7 @@ class Runner:
             "scheduler_polling_interval_sec": 3600.0,
         }
         DBOS(config=config)
+        quiet("dbos")  # its queue thread logs each failed poll: the outage log says it once
         # On this loop, so DBOS runs the workflows it dequeues here, beside our store.
         DBOS.launch()
         await DBOS.register_queue_async(
@@ -314,10 +314,11 @@ class Runner:
         after this write finds the row finished and does nothing (``_begin``), so the end is
         written once whether or not DBOS recorded the workflow's own end. Through a database
         outage the write is retried for as long as the job's own timeout allows (at least
-        ``RECORD_RETRY_SECONDS``; no limit for a job without one), and DBOS waits for its own
+        ``record_retry_seconds``; no limit for a job without one), and DBOS waits for its own
         tables meanwhile, so a finished job is never re-run while its runner lives."""
         timeout = getattr(spec, "timeout", None)
-        retry_for = None if timeout is None else max(timeout, RECORD_RETRY_SECONDS)
+        floor = self.settings.record_retry_seconds
+        retry_for = None if timeout is None else max(timeout, floor)
         done = await record(
             self.store,
             job.id,

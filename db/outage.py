@@ -144,6 +144,38 @@ class Outage:
             self.failures = 0
 
 
+# What a library's log line about its database says when the database is away (DBOS logs
+# these from its queue thread at every poll, each with the driver's multi-line message).
+_DOWN_WORDS = (
+    "connection failed",
+    "connection refused",
+    "server closed the connection",
+    "terminating connection",
+    "the database system is",
+    "connection is closed",
+    "connection timeout expired",
+    "too many clients",
+    "consuming input failed",
+)
+
+
+class _OutageFilter(logging.Filter):
+    def __init__(self, outage: Outage) -> None:
+        super().__init__()
+        self.outage = outage
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and store_down(exc):
+            self.outage.failed(exc)
+            return False
+        text = record.getMessage()
+        if any(word in text.lower() for word in _DOWN_WORDS):
+            self.outage.failed(StoreUnavailable(text.strip().splitlines()[0][:300]))
+            return False
+        return True
+
+
 # The process's one outage: every engine and loop of a process reports to it.
 OUTAGE = Outage()
 
@@ -161,4 +193,12 @@ def track(sync_engine: Any, outage: Outage = OUTAGE) -> None:
         outage.ok()
 
 
-__all__ = ["OUTAGE", "Outage", "from_database", "one_line", "store_down", "track"]
+def quiet(logger_name: str, outage: Outage | None = None) -> None:
+    """Route a library's outage lines (``logger_name``'s own records) into the outage log
+    instead of printing each one; its other lines are untouched."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, _OutageFilter) for f in logger.filters):
+        logger.addFilter(_OutageFilter(outage or OUTAGE))
+
+
+__all__ = ["OUTAGE", "Outage", "from_database", "one_line", "quiet", "store_down", "track"]
