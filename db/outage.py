@@ -156,6 +156,9 @@ _DOWN_WORDS = (
     "connection timeout expired",
     "too many clients",
     "consuming input failed",
+    "connect call failed",
+    "connectionrefusederror",
+    "connectiondoesnotexisterror",
 )
 
 
@@ -169,7 +172,8 @@ class _OutageFilter(logging.Filter):
         if exc is not None and store_down(exc):
             self.outage.failed(exc)
             return False
-        text = record.getMessage()
+        # stamina's retry lines carry their cause as an extra field.
+        text = f"{record.getMessage()} {getattr(record, 'stamina.caused_by', '')}"
         if any(word in text.lower() for word in _DOWN_WORDS):
             self.outage.failed(StoreUnavailable(text.strip().splitlines()[0][:300]))
             return False

@@ -37,7 +37,7 @@ from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
-from frontdesk.db.outage import track
+from frontdesk.db.outage import quiet, track
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
 from frontdesk.db.runners import Runners
@@ -132,6 +132,7 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         )
         # One log line per outage state change for the whole process (db/outage.py).
         track(self.read_engine.sync_engine)
+        quiet("stamina")  # a retry through an outage is part of it, not a line of its own
         if self.write_engine is not self.read_engine:
             track(self.write_engine.sync_engine)
         self.observers: list[Callable[[TaskEvent], None]] = []
