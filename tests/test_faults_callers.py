@@ -150,3 +150,43 @@ def test_simulate_plays_through_a_postgres_kill(tmp_path) -> None:
     # The second lookup, after the restart, worked; the run was not cut short.
     assert outputs and "neon is fine" in outputs[-1]["output"], outputs
     assert err.count("not answering (") <= 1, err
+
+
+async def test_the_console_answers_503_through_a_postgres_kill_and_logs_state_changes():
+    """``frontdesk web`` on a private Postgres that is SIGKILLed: 503 with Retry-After (not
+    500) while it is down, 200 once it is back, and the outage in its log as one line down
+    and one line back, with no traceback."""
+    import httpx
+    from test_web_live import _frontdesk_web
+
+    with pgfault.private_postgres() as pg:
+        await (await open_store(pg.url)).close()  # the schema
+        proc, base = await _frontdesk_web(pg.url)
+        codes: list[int] = []
+        try:
+            async with httpx.AsyncClient(base_url=base, timeout=30) as c:
+                assert (await c.get("/api/tasks")).status_code == 200
+                pg.kill()
+                for _ in range(5):
+                    for path in ("/api/tasks", "/api/stats", "/tasks", "/calls"):
+                        r = await c.get(path)
+                        codes.append(r.status_code)
+                        assert r.status_code == 503, (path, r.status_code, r.text[:300])
+                        assert r.headers["retry-after"] == "5"
+                pg.start()
+                started = time.monotonic()
+                while (await c.get("/api/tasks")).status_code != 200:
+                    assert time.monotonic() - started < 30
+                    await asyncio.sleep(0.05)
+                first_200 = time.monotonic() - started
+                await asyncio.sleep(2.5)  # the console's probe (every 2 s) logs "back"
+        finally:
+            proc.send_signal(2)
+            await asyncio.wait_for(proc.wait(), 30)
+        assert proc.stderr is not None
+        err = (await proc.stderr.read()).decode()
+    print(f"console: {len(codes)} requests answered 503, first 200 {first_200:.2f} s after "
+          f"the restart; log:\n{err}")  # fmt: skip
+    assert "Traceback" not in err, err
+    assert err.count("not answering (") == 1, err
+    assert err.count("answering again") == 1, err

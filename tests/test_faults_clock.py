@@ -128,3 +128,41 @@ def test_a_call_an_hour_ahead_that_dies_is_closed_within_leases(db_url, tmp_path
     print(f"a dead call an hour ahead closed {closed_after:.2f} s after its kill")
     assert status == "failed" and error == RESTART
     assert closed_after < 20 * LEASE  # leases, not the hour its clock claimed
+
+
+@pytest.mark.parametrize("offset", ["+1h", "-1h"])
+def test_two_live_runners_one_an_hour_off_run_every_job_once(db_url, tmp_path, offset):
+    """Background jobs hold no lease: DBOS runs each on one executor, and a runner is judged
+    dead only by its beat count on the judge's monotonic clock. Both runners live, one an hour
+    off: no job starts twice."""
+    import kit
+    from test_crash_durable import STEPS, effects_of, wait_status
+
+    log = tmp_path / "effects.jsonl"
+    crashtrials._queue(db_url, [])
+    env = {kit.EFFECTS: str(log), "FRONTDESK_RUNNER_CONCURRENCY": "3"}
+    a = start_runner(db_url, **env, **skewed(offset))
+    b = crashkit.start("runner", "--db", db_url, lease=LEASE, **env)
+    try:
+        crashkit.wait_until(lambda: len(q(db_url, "SELECT 1 FROM runners")) == 2, 60, b)
+        ids = crashtrials._queue(
+            db_url, [(f"c{n}", {"name": f"j{n}", "seconds": 0.3}) for n in range(12)],
+            tool="pipeline",
+        )  # fmt: skip
+        wait_status(db_url, ids, "succeeded", 120, b)
+        # Past a takeover bound of both beating (3 s here): still nobody judged dead.
+        time.sleep(4.0)
+        states = q(db_url, "SELECT state FROM runners")
+    finally:
+        crashkit.stop(a)
+        crashkit.stop(b)
+    doubled = 0
+    for task_id in ids:
+        ran = [e for e in effects_of(log, task_id) if e in STEPS]
+        doubled += len(ran) - len(STEPS)
+        assert sorted(ran) == sorted(STEPS), (task_id, ran)
+    starts = q(db_url, "SELECT attempts FROM tasks WHERE tool = 'pipeline'")
+    print(f"runner {offset} beside a correct one: {len(ids)} jobs, {doubled} steps doubled, "
+          f"attempts {sorted({a for (a,) in starts})}")  # fmt: skip
+    assert doubled == 0 and {a for (a,) in starts} == {1}
+    assert states == [("running",), ("running",)], states
