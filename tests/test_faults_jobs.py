@@ -156,3 +156,62 @@ def OUTAGE_back(caplog: pytest.LogCaptureFixture):  # noqa: ANN201, N802
         return any("answering again" in r.getMessage() for r in caplog.records)
 
     return seen()
+
+
+@pytest.mark.parametrize("fault", ["kill", "restart-fast"])
+def test_two_runners_through_a_postgres_kill_longer_than_the_takeover_bound(tmp_path, fault):
+    """Real ``frontdesk runner`` processes with durable 3-step jobs in flight, the postmaster
+    SIGKILLed for longer than the takeover bound (3 s), or ``pg_ctl restart -m fast``: after
+    the restart no runner judges the other dead (each waits for good beats first), and every
+    job finishes once."""
+    import crashkit
+    import crashtrials
+    from test_crash_durable import STEPS, effects_of, q
+
+    log = tmp_path / "effects.jsonl"
+    with pgfault.private_postgres() as pg:
+        url = pg.url
+        crashtrials._queue(url, [])
+        env = {kit.EFFECTS: str(log), "FRONTDESK_RUNNER_CONCURRENCY": "3",
+               "FRONTDESK_RECORD_RETRY_SECONDS": "0.5"}  # fmt: skip
+        a = crashkit.start("runner", "--db", url, **env)
+        crashkit.wait_until(lambda: q(url, "SELECT 1 FROM runners"), timeout=60, proc=a)
+        b = crashkit.start("runner", "--db", url, **env)
+        try:
+            crashkit.wait_until(lambda: len(q(url, "SELECT 1 FROM runners")) == 2, 60, b)
+            time.sleep(3.0)  # both have beaten a while
+            ids = crashtrials._queue(
+                url, [(f"c{n}", {"name": f"j{n}", "seconds": 0.7}) for n in range(6)],
+                tool="pipeline",
+            )  # fmt: skip
+            crashkit.wait_until(
+                lambda: sum("gather" in effects_of(log, i) for i in ids) >= 3, 60, a
+            )
+            if fault == "kill":
+                pg.kill()
+                time.sleep(5.0)  # past the takeover bound
+                pg.start()
+            else:
+                pg.restart_fast()
+            crashkit.wait_until(
+                lambda: all(s == "succeeded" for (s,) in q(url, "SELECT status FROM tasks")),
+                timeout=120,
+                proc=b,
+            )
+            states = q(url, "SELECT state FROM runners")
+            rows = q(url, "SELECT id, attempts FROM tasks")
+        finally:
+            _, err_a = crashkit.stop(a)
+            _, err_b = crashkit.stop(b)
+    doubled = 0
+    for task_id in ids:
+        ran = [e for e in effects_of(log, task_id) if e in STEPS]
+        doubled += len(ran) - len(set(ran))
+        assert set(ran) == set(STEPS), (task_id, ran)
+    lines = [line for line in (err_a + err_b).splitlines() if line.strip()]
+    print(f"{len(ids)} jobs through a {fault}: {doubled} steps doubled, attempts "
+          f"{sorted(a for _, a in rows)}, runners {states}; {len(lines)} log lines:\n"
+          + "\n".join(lines))  # fmt: skip
+    assert doubled == 0
+    assert states == [("running",), ("running",)], states
+    assert "Traceback" not in err_a + err_b
