@@ -92,6 +92,10 @@ class Outage:
         self.down_since: float | None = None
         self.failures = 0
         self.outages = 0
+        # Before the database ever answered, a failure is the caller's to report (an operator
+        # command's one-line "cannot open database"), so only a long one is logged here.
+        self.ever_up = False
+        self._told = False
         self._last_line = 0.0
         self._lock = threading.Lock()
 
@@ -111,9 +115,15 @@ class Outage:
                 self.down_since = self._last_line = now
                 self.failures = 1
                 self.outages += 1
-                log.warning("the task database is not answering (%s)", one_line(exc))
+                self._told = self.ever_up
+                log.log(
+                    logging.WARNING if self.ever_up else logging.DEBUG,
+                    "the task database is not answering (%s)",
+                    one_line(exc),
+                )
             elif now - self._last_line >= self.still_every:
                 self._last_line = now
+                self._told = True
                 log.warning(
                     "the task database is still not answering after %.0f s (%d failed "
                     "operations; last: %s)",
@@ -126,11 +136,14 @@ class Outage:
     def ok(self) -> None:
         """The database answered."""
         if self.down_since is None:  # the common case: one attribute read
+            self.ever_up = True
             return
         with self._lock:
+            self.ever_up = True
             if self.down_since is None:
                 return
-            log.warning(
+            log.log(
+                logging.WARNING if self._told else logging.DEBUG,
                 "the task database is answering again after %.0f s (%d failed operations)",
                 self.clock() - self.down_since,
                 self.failures,
