@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from frontdesk.core.execution import caller_reason
 from frontdesk.core.wording import task_noun
+from frontdesk.db.outage import OUTAGE
 from frontdesk.db.store import Task, TaskStore
 
 if TYPE_CHECKING:
@@ -114,8 +115,9 @@ class FollowupWatcher:
                     for task in await self.store.pending_followups(list(self.calls)):
                         self._pending[task.id] = task
                 self._offer()
-            except Exception:
-                log.exception("follow-up watch failed; retrying")
+            except Exception as exc:
+                if not OUTAGE.failed(exc):  # an outage is logged once per process
+                    log.exception("follow-up watch failed; retrying")
 
     def _offer(self) -> None:
         busy: set[int] = set()  # calls that started speaking a follow-up in this pass
@@ -136,8 +138,9 @@ class FollowupWatcher:
     async def _deliver(self, runtime: Call, task: Any) -> None:
         try:
             delivered = await runtime.deliver(task)
-        except Exception:
-            log.exception("follow-up for task %s failed", task.id)
+        except Exception as exc:
+            if not OUTAGE.failed(exc):
+                log.exception("follow-up for task %s failed", task.id)
             delivered = False
         if not delivered:
             self.poke()  # still pending: offer again at the next idle moment

@@ -35,6 +35,7 @@ from frontdesk.core.recording import (
 )
 from frontdesk.core.tools import REFERENCE, ToolSpec, mask_cards
 from frontdesk.db.models import utcnow
+from frontdesk.db.outage import OUTAGE, from_database, one_line
 from frontdesk.db.store import Task
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ def failure(exc: BaseException, spec: ToolSpec) -> tuple[str, str]:
     """As ``frontdesk.core.execution.failure``; LiveKit's own ToolError is a clean message too."""
     if isinstance(exc, llm.ToolError):
         return stored_error(str(exc)), stored_error(str(exc))
+    if from_database(exc) and OUTAGE.failed(exc):
+        # A tool that reads or writes the store (a ledger, its own table) met an outage: the
+        # caller hears that, and the process logs the outage once (db/outage.py).
+        return f"the task database was not answering: {one_line(exc)}", STORE_DOWN
     return core_failure(exc, spec)
 
 
@@ -191,8 +196,9 @@ async def run_tool(
                 row = await store.create(**fields)
         except llm.ToolError:
             raise
-        except Exception:
-            log.exception("task store unavailable for %s", spec.name)
+        except Exception as exc:
+            if not OUTAGE.failed(exc):  # an outage is logged once per process, not per call
+                log.exception("task store unavailable for %s", spec.name)
             raise llm.ToolError(STORE_DOWN) from None
 
     ctx = ToolContext(
@@ -339,9 +345,11 @@ async def _close(runtime: Call, task_id: int, status: str, **values: Any) -> Non
     the write is retried in the background until the database is back (or the call ends)."""
     try:
         await runtime.store.transition(task_id, status, **values)
-    except Exception:
-        log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
-        runtime.spawn(record(runtime.store, task_id, status, **values))
+    except Exception as exc:
+        if not OUTAGE.failed(exc):
+            log.warning("could not record the end of task %s; retrying", task_id, exc_info=True)
+        retry = runtime.settings.record_retry_seconds
+        runtime.spawn(record(runtime.store, task_id, status, retry_seconds=retry, **values))
 
 
 async def _replay(runtime: Call, spec: ToolSpec, prior: list[Task]) -> str | None:
@@ -398,7 +406,8 @@ async def enqueue(runtime: Call, task_id: int) -> None:
     try:
         await client_for(runtime.settings).enqueue(task_id)
     except Exception as exc:
-        log.warning("task %s queued; a runner will pick it up from its row (%s)", task_id, exc)
+        if not OUTAGE.failed(exc):
+            log.warning("task %s queued; a runner will pick it up from its row (%s)", task_id, exc)
 
 
 def _stored(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:

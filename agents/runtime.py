@@ -31,6 +31,7 @@ from frontdesk.core.department import Department
 from frontdesk.core.host import Registry
 from frontdesk.core.settings import Settings
 from frontdesk.core.tools import ToolSpec
+from frontdesk.db.outage import OUTAGE
 from frontdesk.db.store import Task, TaskStore
 
 log = logging.getLogger("frontdesk.session")
@@ -46,8 +47,9 @@ def _best_effort(what: str) -> Iterator[None]:
         yield
     except llm.ToolError:
         pass
-    except Exception:
-        log.warning("%s failed", what, exc_info=True)
+    except Exception as exc:
+        if not OUTAGE.failed(exc):  # an outage is logged once per process (db/outage.py)
+            log.warning("%s failed", what, exc_info=True)
 
 
 class CallRuntime:

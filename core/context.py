@@ -148,7 +148,10 @@ class ToolContext:
                 self.task_id, max(0.0, min(1.0, float(fraction))), mask_cards(note)
             )
         except Exception as exc:
-            _log.warning("task %s: progress not recorded: %r", self.task_id, exc)
+            from frontdesk.db.outage import OUTAGE
+
+            if not OUTAGE.failed(exc):  # an outage is logged once per process
+                _log.warning("task %s: progress not recorded: %r", self.task_id, exc)
 
     # -- durable steps (background jobs) ------------------------------------------------
     # Self-contained: what the runner hands a job is in core/durable.py; here only the API.

@@ -33,9 +33,9 @@ from frontdesk.core.errors import ToolError
 from frontdesk.core.execution import execute, failure, stable_key
 from frontdesk.core.host import Registry
 from frontdesk.core.housekeeping import Housekeeper
+from frontdesk.core.leasewatch import LeaseWatch
 from frontdesk.core.reconcile import Reconciler
 from frontdesk.core.recording import (
-    RECORD_RETRY_SECONDS,
     RESTART,
     record,
     stored_error,
@@ -45,6 +45,7 @@ from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
 from frontdesk.core.takeover import Sweeper, claim_id, every
 from frontdesk.db.models import utcnow
+from frontdesk.db.outage import OUTAGE, quiet
 from frontdesk.db.runners import STOPPED
 from frontdesk.db.store import Task, TaskStore
 
@@ -70,6 +71,7 @@ class Runner:
         self.client = jobnames.JobClient(settings)
         self.sweeper: Sweeper | None = None
         self.started = asyncio.Event()
+        self.leases = LeaseWatch(settings.job_lease_seconds)
 
     def poke(self) -> None:
         """Nothing to do: DBOS polls its queue every ``runner_poll_seconds``."""
@@ -116,6 +118,7 @@ class Runner:
             "scheduler_polling_interval_sec": 3600.0,
         }
         DBOS(config=config)
+        quiet("dbos")  # its queue thread logs each failed poll: the outage log says it once
         # On this loop, so DBOS runs the workflows it dequeues here, beside our store.
         DBOS.launch()
         await DBOS.register_queue_async(
@@ -171,6 +174,7 @@ class Runner:
             try:
                 statuses = await self.store.task_statuses(list(self.jobs))
             except Exception as exc:
+                OUTAGE.failed(exc)
                 log.debug("runner %s: job watch skipped: %r", self.executor_id, exc)
                 continue
             for task_id, status in statuses.items():
@@ -196,10 +200,14 @@ class Runner:
             for step in (self.sweeper.sweep, reconcile.run):
                 try:
                     await step()
-                except Exception:
-                    log.warning(
-                        "runner %s: %s failed", self.executor_id, step.__qualname__, exc_info=True
-                    )
+                except Exception as exc:
+                    if not OUTAGE.failed(exc):  # an outage is logged once, not per step
+                        log.warning(
+                            "runner %s: %s failed",
+                            self.executor_id,
+                            step.__qualname__,
+                            exc_info=True,
+                        )
             if loop.time() - last_recover > self.settings.job_lease_seconds / 2:
                 last_recover = loop.time()
                 await self.recover()
@@ -309,10 +317,11 @@ class Runner:
         after this write finds the row finished and does nothing (``_begin``), so the end is
         written once whether or not DBOS recorded the workflow's own end. Through a database
         outage the write is retried for as long as the job's own timeout allows (at least
-        ``RECORD_RETRY_SECONDS``; no limit for a job without one), and DBOS waits for its own
+        ``record_retry_seconds``; no limit for a job without one), and DBOS waits for its own
         tables meanwhile, so a finished job is never re-run while its runner lives."""
         timeout = getattr(spec, "timeout", None)
-        retry_for = None if timeout is None else max(timeout, RECORD_RETRY_SECONDS)
+        floor = self.settings.record_retry_seconds
+        retry_for = None if timeout is None else max(timeout, floor)
         done = await record(
             self.store,
             job.id,
@@ -330,26 +339,31 @@ class Runner:
     # -- in-turn rows left by dead call processes ------------------------------------------
 
     async def recover(self) -> list[Task]:
-        """Close every in-turn row whose lease expired (its call process died).
+        """Close every in-turn row whose lease nobody renewed for a full lease (its call
+        process died), judged by the lease's value on this runner's monotonic clock, never by
+        comparing clocks (core/leasewatch.py).
 
         Background jobs are not here: DBOS resumes them. A critical row whose retry already
         succeeded under the same key is closed as told. Every change is compare-and-set on
-        the expired lease, so runners racing here, or a holder that renews late, never double
-        a close. A failed row keeps ``delivered_at`` empty, so the caller is told at their
-        next chance."""
+        the lease value judged, so runners racing here, or a holder that renews late, never
+        double a close. A failed row keeps ``delivered_at`` empty, so the caller is told at
+        their next chance."""
         handled: list[Task] = []
+        if self.sweeper is not None and self.sweeper.healthy_since is None:
+            self.leases.store_failed()  # our heartbeat failed: nobody could renew either
         try:
-            expired = await self.store.expired()
-        except Exception:
-            log.exception("lease scan failed")
+            stale = self.leases.stale(await self.store.leased())
+        except Exception as exc:
+            self.leases.store_failed()
+            if not OUTAGE.failed(exc):
+                log.exception("lease scan failed")
             return handled
-        for task in expired:
-            if task.pattern == "background":
-                continue  # a row from before DBOS; reconciliation enqueues it
+        for task in stale:
             try:
                 done = await self._reclaim(task)
-            except Exception:
-                log.exception("could not close task %s", task.id)
+            except Exception as exc:
+                if not OUTAGE.failed(exc):
+                    log.exception("could not close task %s", task.id)
                 continue
             if done is not None:
                 log.info("task %s (%s) closed: now %s", task.id, task.tool, done.status)
@@ -358,7 +372,11 @@ class Runner:
 
     async def _reclaim(self, task: Task) -> Task | None:
         holder = task.lease_owner
-        guard: dict[str, Any] = {"expect": ("running",), "owner": holder, "lease_expired": True}
+        guard: dict[str, Any] = {
+            "expect": ("running",),
+            "owner": holder,
+            "lease": task.lease_expires_at,  # still the value judged: nobody renewed since
+        }
         if task.pattern == "critical":
             twin = await self._completed_twin(task)
             if twin is not None:

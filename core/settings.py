@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # In-turn work's lease: a call process renews it; a row whose lease ran out was left by a
     # dead call process and is closed by a runner.
     job_lease_seconds: float = Field(30.0, gt=0)
+    # A finished task's end is retried this long through a database outage (a background
+    # job's for at least this, or its own timeout if longer; none: until written).
+    record_retry_seconds: float = Field(60.0, gt=0)
     # Background jobs run as DBOS workflows (core/runner.py, docs/reliability.md).
     runner_concurrency: int = Field(4, ge=1)  # jobs at once per runner
     runner_poll_seconds: float = Field(0.2, gt=0)  # how often a runner looks at its queue

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from frontdesk.db.outage import OUTAGE
 from frontdesk.db.runners import GONE, RUNNING, STOPPED
 
 if TYPE_CHECKING:
@@ -105,8 +106,8 @@ class Sweeper:
                         self.me,
                     )
         except Exception as exc:
-            if self.healthy_since is not None:
-                log.warning("runner %s: heartbeat not recorded (%s); will retry", self.me, exc)
+            if not OUTAGE.failed(exc):  # an outage is logged once per process (db/outage.py)
+                log.warning("runner %s: heartbeat not recorded (%r); will retry", self.me, exc)
             self.healthy_since = None
             return True
         if self.healthy_since is None:

@@ -6,9 +6,12 @@ The schema is frontdesk.core.schema's business (core and every plugin's migratio
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import stamina
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -16,8 +19,54 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from frontdesk.db import walcare
 from frontdesk.db.errors import ConfigError
+from frontdesk.db.outage import OUTAGE
 
 BUSY_TIMEOUT_MS = 10_000
+# How long a Postgres caller waits for a connection, both for one from the pool (all in use)
+# and for a server slot (``too many connections``, or the server starting up, retried with
+# backoff), before its operation fails as "the database is not answering" (the caller's
+# STORE_DOWN sentence, the console's 503). A refused connection (server down) is not waited
+# for: that is an outage, and callers hear so at once.
+CONNECT_WAIT_ENV = "FRONTDESK_DB_CONNECT_WAIT_SECONDS"
+CONNECT_WAIT_SECONDS = 10.0
+
+
+def connect_wait() -> float:
+    """``FRONTDESK_DB_CONNECT_WAIT_SECONDS`` (default 10; tests shorten it)."""
+    try:
+        return max(0.0, float(os.environ.get(CONNECT_WAIT_ENV) or CONNECT_WAIT_SECONDS))
+    except ValueError:
+        raise ConfigError(f"{CONNECT_WAIT_ENV} must be a number of seconds") from None
+
+
+def _no_slot_now(exc: Exception) -> bool:
+    """The server is up but cannot take this connection yet: its slots are full (53300), or
+    it is starting up or shutting down (57P03): worth waiting for, within the bound."""
+    return getattr(exc, "sqlstate", None) in ("53300", "57P03")
+
+
+def patient_connect(wait: float) -> Callable[..., Awaitable[Any]]:
+    """asyncpg's ``connect``, retried with backoff for ``wait`` seconds while the server has
+    no slot for it (SQLAlchemy passes it its connect arguments: ``async_creator_fn``)."""
+
+    async def connect(*args: Any, **kwargs: Any) -> Any:
+        import asyncpg
+
+        async for attempt in stamina.retry_context(
+            on=_no_slot_now, attempts=None, timeout=wait, wait_initial=0.05, wait_max=1.0
+        ):
+            with attempt:
+                try:
+                    return await asyncpg.connect(*args, **kwargs)
+                except Exception as exc:
+                    # A refused connect is no DBAPI error, so SQLAlchemy's handle_error never
+                    # sees it: the process's outage log is told here (db/outage.py).
+                    if not _no_slot_now(exc):
+                        OUTAGE.failed(exc)
+                    raise
+        raise AssertionError("unreachable: the last attempt re-raises")
+
+    return connect
 
 
 def mask_url(url: str) -> str:
@@ -106,7 +155,9 @@ def create_engine(url: str, *, immediate: bool = False) -> AsyncEngine:
         kwargs.update(pool_size=1, max_overflow=0, pool_timeout=60)
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000}
     else:
-        kwargs.update(pool_size=5, max_overflow=5, pool_pre_ping=True)
+        wait = connect_wait()
+        kwargs.update(pool_size=5, max_overflow=5, pool_pre_ping=True, pool_timeout=wait)
+        kwargs["connect_args"] = {"async_creator_fn": patient_connect(wait)}
     engine = create_async_engine(parsed, **kwargs)
     if parsed.get_backend_name() == "sqlite":
         _configure_sqlite(engine, immediate=immediate)

@@ -20,10 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import DateTime, Float, String, bindparam
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import CompileError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
@@ -45,6 +47,56 @@ class Add:
 
     def __init__(self, n: int) -> None:
         self.n = n
+
+
+class DbNow:
+    """The database's clock plus ``seconds``, evaluated by the database in the statement, on
+    either path: lease expiry must not be judged by one process's wall clock against another's
+    (a call process an hour ahead would let a runner fail its live turns). Postgres:
+    ``now() + interval``; SQLite: its own ``strftime('now')`` in the stored DateTime format
+    (``YYYY-MM-DD HH:MM:SS.ffffff``, so text comparisons with stored values stay correct)."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = float(seconds)
+
+    def modifier(self) -> str:
+        """The SQLite ``strftime`` modifier for the offset."""
+        return f"{self.seconds:+.6f} seconds"
+
+    def clause(self) -> ColumnElement[Any]:
+        """The same for SQLAlchemy Core statements (either dialect)."""
+        return _db_now(
+            bindparam(None, self.seconds, type_=Float()),
+            bindparam(None, self.modifier(), type_=String()),
+        )
+
+
+class _db_now(FunctionElement[Any]):
+    type = DateTime(timezone=True)
+    inherit_cache = True
+    name = "db_now"
+
+
+@compiles(_db_now, "postgresql")
+def _db_now_postgres(element: _db_now, compiler: Any, **kw: Any) -> str:
+    seconds, _ = list(element.clauses)
+    return f"(now() + make_interval(secs => {compiler.process(seconds, **kw)}))"
+
+
+@compiles(_db_now, "sqlite")
+def _db_now_sqlite(element: _db_now, compiler: Any, **kw: Any) -> str:
+    _, modifier = list(element.clauses)
+    return SQLITE_NOW.replace("?", compiler.process(modifier, **kw))
+
+
+def sql_value(value: Any) -> Any:
+    """A value as a Core statement takes it: a ``DbNow`` becomes its SQL."""
+    return value.clause() if isinstance(value, DbNow) else value
+
+
+# SQLite's 'now' has millisecond precision (%f is SS.SSS); three zeros make the microseconds
+# SQLAlchemy stores, so the value reads back as any stored DateTime does.
+SQLITE_NOW = "(strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')"
 
 
 _tasks = TaskRow.__table__
@@ -115,22 +167,29 @@ class HotSql:
 
     def insert(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
         """INSERT one task RETURNING it."""
-        key = ("insert", *values)
+        key = ("insert", tuple(values), tuple(_now(v) for v in values.values()))
         sql = self._cache.get(key)
         if sql is None:
             self._check(values)
             cols = ", ".join(self._q[c] for c in values)
-            marks = ", ".join("?" * len(values))
+            marks = ", ".join(self._mark(v) for v in values.values())
             sql = f"INSERT INTO {self._table} ({cols}) VALUES ({marks}){self._returning}"
             self._cache[key] = sql
-        return sql, [self._param(k, v) for k, v in values.items()]
+        return sql, [self._value(k, v) for k, v in values.items()]
+
+    @staticmethod
+    def _mark(value: Any) -> str:
+        return SQLITE_NOW if isinstance(value, DbNow) else "?"
+
+    def _value(self, column: str, value: Any) -> Any:
+        return value.modifier() if isinstance(value, DbNow) else self._param(column, value)
 
     def _where(self, where: Sequence[Condition]) -> str:
         """The SQL of a WHERE clause (placeholders for every value)."""
         terms = []
         for col, op, value in where:
             if op in _BINARY:
-                terms.append(f"{self._q[col]} {op} ?")
+                terms.append(f"{self._q[col]} {op} {self._mark(value)}")
             elif op == "in":
                 terms.append(f"{self._q[col]} IN ({', '.join('?' * len(value))})")
             elif op == "is null":
@@ -144,7 +203,7 @@ class HotSql:
             if op == "LIKE":
                 params.append(value)  # a pattern, not a column value
             elif op in _BINARY:
-                params.append(self._param(col, value))
+                params.append(self._value(col, value))
             elif op == "in":
                 params.extend(self._param(col, v) for v in value)
         return params
@@ -157,15 +216,20 @@ class HotSql:
     ) -> tuple[str, list[Any]]:
         """UPDATE tasks SET ``values`` WHERE every condition holds, RETURNING the task (or
         just the ``returning`` columns)."""
-        adds = tuple(isinstance(v, Add) for v in values.values())
-        key = ("update", tuple(values), adds, tuple((c, o) for c, o, _ in where))
+        adds = tuple(
+            "+" if isinstance(v, Add) else "now" if isinstance(v, DbNow) else ""
+            for v in values.values()
+        )
+        key = ("update", tuple(values), adds, tuple((c, o, _now(v)) for c, o, v in where))
         key += (tuple(returning or ()),)
         key += tuple(len(v) for _, o, v in where if o == "in")
         sql = self._cache.get(key)
         if sql is None:
             self._check([*values, *(c for c, _, _ in where), *(returning or ())])
             sets = ", ".join(
-                f"{self._q[c]} = {self._q[c]} + ?" if add else f"{self._q[c]} = ?"
+                f"{self._q[c]} = {self._q[c]} + ?"
+                if add == "+"
+                else f"{self._q[c]} = {SQLITE_NOW if add else '?'}"
                 for c, add in zip(values, adds, strict=True)
             )
             terms = self._where(where)
@@ -175,14 +239,14 @@ class HotSql:
                 else self._returning
             )
             sql = self._cache[key] = f"UPDATE {self._table} SET {sets} WHERE {terms}{back}"
-        params = [v.n if isinstance(v, Add) else self._param(k, v) for k, v in values.items()]
+        params = [v.n if isinstance(v, Add) else self._value(k, v) for k, v in values.items()]
         return sql, self._where_params(where, params)
 
     def select(
         self, where: Sequence[Condition], *, newest_first: bool = True
     ) -> tuple[str, list[Any]]:
         """SELECT the task columns WHERE every condition holds, by id."""
-        key = ("select", tuple((c, o) for c, o, _ in where), newest_first)
+        key = ("select", tuple((c, o, _now(v)) for c, o, v in where), newest_first)
         key += tuple(len(v) for _, o, v in where if o == "in")
         sql = self._cache.get(key)
         if sql is None:
@@ -193,6 +257,10 @@ class HotSql:
             sql = f"SELECT {cols} FROM {self._table} WHERE {terms} ORDER BY {self._q['id']} {order}"
             self._cache[key] = sql
         return sql, self._where_params(where, [])
+
+
+def _now(value: Any) -> bool:
+    return isinstance(value, DbNow)
 
 
 def hot_write(
@@ -230,4 +298,4 @@ async def read(engine: AsyncEngine, fn: Callable[[sqlite3.Connection], Any]) -> 
             raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
 
 
-__all__ = ["Add", "HotSql", "hot_write", "read"]
+__all__ = ["Add", "DbNow", "HotSql", "hot_write", "read", "sql_value"]

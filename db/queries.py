@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Float, and_, cast, func, literal_column, select
 
 from frontdesk.db.errors import TaskNotFound
-from frontdesk.db.hotpath import Condition, HotSql, read
+from frontdesk.db.hotpath import Condition, HotSql, read, sql_value
 from frontdesk.db.models import FINISHED
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
@@ -48,6 +48,7 @@ def _sa_where(where: Sequence[Condition]) -> list[Any]:
     out: list[Any] = []
     for name, op, value in where:
         col = tasks.c[name]
+        value = sql_value(value)
         if op == "=":
             out.append(col == value)
         elif op == "<":

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy import func, insert, select, update
@@ -33,11 +33,12 @@ from frontdesk.db.engine import (
     settle_driver_threads,
 )
 from frontdesk.db.errors import NotCancellable, StoreUnavailable
-from frontdesk.db.hotpath import Add, Condition, HotSql, hot_write
+from frontdesk.db.hotpath import Add, Condition, DbNow, HotSql, hot_write, sql_value
 from frontdesk.db.leases import Leases
 from frontdesk.db.models import FINISHED, utcnow
 from frontdesk.db.models import Task as TaskRow
 from frontdesk.db.models import TaskEvent as TaskEventRow
+from frontdesk.db.outage import quiet, track
 from frontdesk.db.queries import TaskQueries, _sa_where
 from frontdesk.db.records import Task, TaskEvent, _event_for
 from frontdesk.db.runners import Runners
@@ -106,7 +107,8 @@ def _row_values(new: NewTask) -> dict[str, Any]:
         idempotency_key=new.get("idempotency_key"),
         attempts=1 if status == "running" else 0,
         lease_owner=new.get("lease_owner"),
-        lease_expires_at=now + timedelta(seconds=lease_seconds) if lease_seconds else None,
+        # By the database's clock (db/hotpath.py DbNow), as every renewal is.
+        lease_expires_at=DbNow(lease_seconds) if lease_seconds else None,
         created_at=now,
         started_at=now if status == "running" else None,
     )
@@ -129,6 +131,11 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         self.write_engine: AsyncEngine = (
             create_engine(url, immediate=True) if is_sqlite(self.read_engine) else self.read_engine
         )
+        # One log line per outage state change for the whole process (db/outage.py).
+        track(self.read_engine.sync_engine)
+        quiet("stamina")  # a retry through an outage is part of it, not a line of its own
+        if self.write_engine is not self.read_engine:
+            track(self.write_engine.sync_engine)
         self.observers: list[Callable[[TaskEvent], None]] = []
         self.file_guard: fileguard.FileGuard | None = None  # set by open() on SQLite
         # On Postgres each commit that changed a task NOTIFYs, so watchers in other processes
@@ -260,7 +267,12 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
                 recent.found[:] = [Task.from_row(r) for r in rows]
                 if recent.found:
                     return None
-            task = Task.from_row((await conn.execute(_INSERT_TASK, values)).one())
+            if any(isinstance(v, DbNow) for v in values.values()):
+                stmt = insert(tasks).values({k: sql_value(v) for k, v in values.items()})
+                row = (await conn.execute(stmt.returning(*tasks.c))).one()
+            else:
+                row = (await conn.execute(_INSERT_TASK, values)).one()
+            task = Task.from_row(row)
             await conn.execute(
                 _INSERT_EVENT, {"task_id": task.id, "at": now, "status": task.status, "note": note}
             )
@@ -278,12 +290,15 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         expect: Sequence[str] | None = None,
         owner: str | None = None,
         lease_expired: bool = False,
+        lease: datetime | None = None,
         **values: Any,
     ) -> Task | None:
         """Move a task to ``status`` if it is in one of ``expect`` (default: every status that
         may move there). Returns the updated task, or None if another writer got there first.
         With ``owner``, only while that lease holder still holds it; with ``lease_expired``,
-        only while its lease is still past due (a holder that renewed in time keeps its task).
+        only while its lease is still past due by the database's clock (a holder that renewed
+        in time keeps its task); with ``lease``, only while the lease is still exactly that
+        value (nobody renewed it since it was judged, core/leasewatch.py).
         Extra keyword arguments set columns (result=, error=, delivered_at=, ...)."""
         now = utcnow()
         values["status"] = status
@@ -300,7 +315,9 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         if owner is not None:
             where.append(("lease_owner", "=", owner))
         if lease_expired:
-            where.append(("lease_expires_at", "<", now))
+            where.append(("lease_expires_at", "<", DbNow()))
+        if lease is not None:
+            where.append(("lease_expires_at", "=", lease))
         return await self._change(values, where, now, note)
 
     async def _change(
@@ -316,7 +333,9 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
         if hot is not None and not any(isinstance(v, ClauseElement) for v in values.values()):
             sql, params = hot.update(values, where)
             return await self._writer.run_raw(hot_write(hot, sql, params, now, note))
-        values = {k: tasks.c[k] + v.n if isinstance(v, Add) else v for k, v in values.items()}
+        values = {
+            k: tasks.c[k] + v.n if isinstance(v, Add) else sql_value(v) for k, v in values.items()
+        }
         stmt = update(tasks).where(*_sa_where(where)).values(**values).returning(*tasks.c)
 
         async def write(conn: AsyncConnection, events: list[Any]) -> Task | None:

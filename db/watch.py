@@ -21,6 +21,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from frontdesk.db.outage import OUTAGE
+
 log = logging.getLogger("frontdesk.watch")
 
 CHANNEL = "frontdesk_task_events"
@@ -95,12 +97,14 @@ class ChangeWatch:
             try:
                 await self._listen()
             except Exception as exc:
-                if not self._listen_failing:  # once per outage, not a traceback per retry
+                # The outage itself is logged once per process (db/outage.py).
+                if not OUTAGE.failed(exc) and not self._listen_failing:
                     log.warning("cannot LISTEN for task changes (%s); polling", exc)
                 self._listen_failing = True
                 await asyncio.sleep(self.fallback)
                 return True
             self._listen_failing = False
+            OUTAGE.ok()
             return True  # (re)connected: whatever happened meanwhile is read now
         try:
             await asyncio.wait_for(self._notified.wait(), self.fallback)

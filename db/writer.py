@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from frontdesk.db import walcare
 from frontdesk.db.engine import BUSY_TIMEOUT_MS
+from frontdesk.db.outage import store_down
 
 Write = Callable[[AsyncConnection, list[Any]], Awaitable[Any]]
 # Runs on the aiosqlite thread with the raw sqlite3 connection, inside the group's transaction.
@@ -198,9 +199,13 @@ class GroupWriter:
         try:
             results = await self._transaction(batch, events)
         except Exception as exc:
-            if len(batch) == 1:
-                if not batch[0][2].done():
-                    batch[0][2].set_exception(exc)
+            if len(batch) == 1 or store_down(exc):
+                # A database that is not answering fails every write of the batch alike:
+                # replaying them one at a time would make the last caller wait out the
+                # connect bound once per write before it (50 callers: 50 bounds).
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
                 return
             for item in batch:
                 await self._commit([item])

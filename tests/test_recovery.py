@@ -34,6 +34,22 @@ async def left_running(store: TaskStore, pattern: str = "interruptible", **kw) -
     return task.id
 
 
+def watched(runner: Runner) -> list[float]:
+    """The runner's lease watch on a clock the test moves (core/leasewatch.py): the leases it
+    saw unchanged for a full lease on that clock are stale, whatever any wall clock says."""
+    now = [0.0]
+    runner.leases.clock = lambda: now[0]
+    return now
+
+
+async def recover_after_a_lease(runner: Runner) -> list:
+    """What ``runner`` closes once it has watched the leases, unrenewed, for a full lease."""
+    now = watched(runner)
+    assert await runner.recover() == []  # first sight: nothing is judged yet
+    now[0] += runner.leases.lease_seconds
+    return await runner.recover()
+
+
 async def test_in_turn_rows_of_a_dead_call_are_failed_and_jobs_left_to_dbos(
     store, registry, settings
 ):
@@ -42,7 +58,7 @@ async def test_in_turn_rows_of_a_dead_call_are_failed_and_jobs_left_to_dbos(
     # A background row with an expired lease (left by the runner before DBOS): not failed
     # here; reconciliation enqueues it (test_durable.py).
     legacy = await left_running(store, pattern="background", tool="experiment")
-    done = {t.id: t for t in await Runner(store, registry, settings).recover()}
+    done = {t.id: t for t in await recover_after_a_lease(Runner(store, registry, settings))}
     assert set(done) == {search, note}
     assert all(t.status == "failed" and t.error == RESTART for t in done.values())
     assert {t.id for t in await store.pending_followups(["ada"])} == {search, note}
@@ -57,7 +73,7 @@ async def test_critical_row_reconciled_through_its_key(store, registry, settings
     )
     await store.transition(twin.id, "succeeded", result="Charged.", delivered_at=utcnow())
     alone = await left_running(store, pattern="critical", tool="charge", idempotency_key="zzz.1")
-    done = {t.id: t for t in await Runner(store, registry, settings).recover()}
+    done = {t.id: t for t in await recover_after_a_lease(Runner(store, registry, settings))}
     assert done[dead].status == "failed" and done[dead].delivered_at is not None
     assert f"completed as task {twin.id}" in (await store.events(dead))[-1]["note"]
     assert done[alone].status == "failed" and done[alone].delivered_at is None
@@ -78,6 +94,10 @@ async def test_runners_racing_to_recover_close_once(store, registry, settings, d
     others = [await open_store(db_url) for _ in range(3)]
     try:
         runners = [Runner(s, registry, settings) for s in (store, *others)]
+        clocks = [watched(r) for r in runners]
+        assert await asyncio.gather(*(r.recover() for r in runners)) == [[]] * 4
+        for now in clocks:
+            now[0] += settings.job_lease_seconds
         results = await asyncio.gather(*(r.recover() for r in runners))
     finally:
         for s in others:

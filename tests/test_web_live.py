@@ -18,6 +18,8 @@ from netcut import Cut
 from sqlalchemy.engine import make_url
 from webclient import console, served
 
+from frontdesk.db.outage import OUTAGE
+
 FRONTDESK = [sys.executable, "-m", "frontdesk.agents.programs"]
 
 
@@ -54,6 +56,7 @@ async def test_a_call_starting_or_ending_is_announced_to_the_calls_page(db_url, 
 @pytest.mark.backends("postgres")
 async def test_a_database_outage_is_503_with_retry_after_and_logged_once(db_url, caplog):
     u = make_url(db_url)
+    OUTAGE.reset()  # an earlier test's outage is over
     async with Cut(u.host or "127.0.0.1", u.port or 5432) as cut:
         via = u.set(port=cut.port).render_as_string(hide_password=False)
         async with console(via) as (app, c):
@@ -82,9 +85,11 @@ async def test_a_database_outage_is_503_with_retry_after_and_logged_once(db_url,
                     assert time.monotonic() < deadline, "the console never said it was back"
                     await asyncio.sleep(0.1)
             assert (await c.get(f"/api/tasks/{job.id}")).json()["status"] == "queued"
-    web = [r for r in caplog.records if r.name.startswith("frontdesk.web")]
+    # The process's one outage log (db/outage.py): one line down, one back, no traceback.
+    web = [r for r in caplog.records if r.name.startswith("frontdesk")]
     assert not [r for r in web if r.exc_info], "a traceback was logged"
     assert len([r for r in web if "not answering (" in r.getMessage()]) == 1
+    assert len([r for r in web if "answering again" in r.getMessage()]) == 1
     assert all("\n" not in r.getMessage() for r in web)
 
 

@@ -29,6 +29,7 @@ from frontdesk.core.recording import mask_secrets
 from frontdesk.core.runner import Runner
 from frontdesk.core.schema import open_store
 from frontdesk.core.settings import Settings
+from frontdesk.db.outage import OUTAGE, from_database, one_line
 from frontdesk.db.store import TaskEvent, TaskStore
 
 Emit = Callable[[dict[str, Any]], None]
@@ -200,6 +201,12 @@ class CallDriver:
                     message = f"{self.scenario.name}: {step.label} failed: {exc}"
                     self.emit({"type": "expect_failed", "step": step.index, "message": message})
                     return "; ".join([*self.problems, message])
+                except Exception as exc:
+                    if not (from_database(exc) and OUTAGE.failed(exc)):
+                        raise
+                    # The database not answering fails this step, not the run: the call goes
+                    # on, as a real call does (its tools say the records system is down).
+                    self._problem(f"the task database was not answering ({one_line(exc)})")
             return "; ".join(self.problems) or None
         finally:
             await self.hangup()
@@ -400,7 +407,12 @@ async def simulate(
                     caller, k = f"{base}~{k}", k + 1
                 taken.add(caller)
                 drivers.append(driver_class(env, scenario, caller, emit, strict=strict))
-        results = await asyncio.gather(*(d.run() for d in drivers))
-        return [r for r in results if r]
+        results = await asyncio.gather(*(d.run() for d in drivers), return_exceptions=True)
+        # Every call played to its end before any error is raised: one call's bug must not
+        # cut the others short.
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return [r for r in results if isinstance(r, str) and r]
     finally:
         await env.close()

@@ -110,8 +110,15 @@ async def run_call(ctx: JobContext, *, start_call: StartCall | None = None) -> C
     # Cheap when the schema is current; a fresh SQLite file is migrated by its first call. A
     # plugin whose migration fails is withdrawn from this process's desks; the call goes on.
     from frontdesk.core.schema import branches, upgrade, withdraw_failed
+    from frontdesk.db.outage import OUTAGE
 
-    withdraw_failed(registry, await upgrade(store, branches(registry)))
+    try:
+        withdraw_failed(registry, await upgrade(store, branches(registry)))
+    except Exception as exc:
+        # The database is not answering: the call still starts (greeting, handoffs, answers
+        # that need no records); its tools say the records system is down until it is back.
+        if not OUTAGE.failed(exc):
+            raise
     await ctx.connect()
     participant = await ctx.wait_for_participant()
     caller = caller_identity(participant)

@@ -8,9 +8,9 @@ for bad input.
 - 405 carries ``Allow``: every method any route at that path takes.
 - The database not answering (a refused or dropped connection, a pool with no connection to
   give, Postgres starting up or out of connection slots, SQLite's disk or lock errors) is 503
-  with ``Retry-After``. The outage is logged once when it starts, every ``STILL_DOWN_EVERY``
-  seconds while it lasts, and once when a probe finds the database back, never a line (or a
-  traceback) per request.
+  with ``Retry-After``. The outage is logged once when it starts, every
+  ``STILL_DOWN_EVERY`` seconds while it lasts, and once when a probe finds the database back
+  (db/outage.py, one log per process), never a line (or a traceback) per request.
 - Anything else is a bug: 500 "internal error (ref …)", and the log line with the traceback
   carries the same reference.
 """
@@ -21,28 +21,25 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from frontdesk.db.errors import NotCancellable, NotRetryable, StoreUnavailable, TaskNotFound
+from frontdesk.db.outage import OUTAGE, one_line, store_down
+
+__all__ = ["one_line", "store_down"]  # here for the console's modules; db/outage.py has them
 
 log = logging.getLogger("frontdesk.web")
 
 RETRY_AFTER = 5  # seconds: what a 503 tells a client to wait
-STILL_DOWN_EVERY = 30.0
 PROBE_EVERY = 2.0
 API_PREFIXES = ("/api/", "/openapi.json", "/call/token")
-# SQLSTATE classes that mean "cannot reach it now": connection exceptions, insufficient
-# resources (too many connections), operator intervention (shutting down, starting up).
-_DOWN_STATES = ("08", "53", "57P")
 
 
 class Busy(Exception):
@@ -57,51 +54,15 @@ class TooMany(Exception):
         self.retry_after = max(1, int(retry_after + 0.999))
 
 
-def one_line(exc: BaseException) -> str:
-    """``exc`` as one short line for a log (SQLAlchemy's messages carry the SQL on more)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
-
-
 def is_api(path: str) -> bool:
     """Whether ``path`` answers JSON (else it is a page; /api/docs is a page)."""
     return path.startswith(API_PREFIXES) and path != "/api/docs"
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen or len(seen) > 10:
-            continue
-        seen.add(id(e))
-        yield e
-        todo += [getattr(e, "orig", None), e.__cause__, e.__context__]
-
-
-def store_down(exc: BaseException) -> bool:
-    """Whether ``exc`` means the database cannot be reached (rather than a bug)."""
-    for e in _chain(exc):
-        if isinstance(e, (StoreUnavailable, PoolTimeout, OperationalError, InterfaceError)):
-            return True
-        if isinstance(e, DBAPIError) and e.connection_invalidated:
-            return True
-        if isinstance(e, (ConnectionError, TimeoutError, socket.gaierror)):
-            return True
-        state = str(getattr(e, "sqlstate", None) or getattr(e, "pgcode", None) or "")
-        if state.startswith(_DOWN_STATES):
-            return True
-        if type(e).__module__.startswith("asyncpg") and type(e).__name__ in (
-            "InterfaceError",
-            "ConnectionDoesNotExistError",
-        ):
-            return True
-    return False
-
-
 class Outage:
-    """Logs a database outage as state changes: down, still down, back."""
+    """The console's side of a database outage: it counts the requests answered 503 and
+    probes until the database answers. The log lines (down, still down, back) are the
+    process's one outage log (db/outage.py), shared with everything else in the process."""
 
     def __init__(self, probe: Any) -> None:
         self.probe = probe  # async () -> None; raises while the database is down
@@ -109,37 +70,22 @@ class Outage:
         self._task: asyncio.Task[None] | None = None
 
     def down(self, exc: BaseException) -> None:
+        OUTAGE.failed(exc)
         self.refused += 1
         if self._task is None or self._task.done():
-            log.warning(
-                "the task database is not answering (%s); answering 503 until it is back",
-                one_line(exc),
-            )
             self.refused = 1
             self._task = asyncio.create_task(self._watch(), name="frontdesk.web.outage")
 
     async def _watch(self) -> None:
-        loop = asyncio.get_running_loop()
-        started = last = loop.time()
         while True:
             await asyncio.sleep(PROBE_EVERY)
             try:
                 await self.probe()
-            except Exception:
-                if loop.time() - last >= STILL_DOWN_EVERY:
-                    last = loop.time()
-                    log.warning(
-                        "the task database is still not answering after %.0f s (%d requests "
-                        "answered 503)",
-                        last - started,
-                        self.refused,
-                    )
+            except Exception as exc:
+                OUTAGE.failed(exc)  # "still down" every STILL_DOWN_EVERY s, from there
                 continue
-            log.warning(
-                "the task database is answering again after %.0f s (%d requests answered 503)",
-                loop.time() - started,
-                self.refused,
-            )
+            OUTAGE.ok()
+            log.info("%d console requests were answered 503 during the outage", self.refused)
             return
 
     async def aclose(self) -> None:
