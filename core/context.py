@@ -91,6 +91,16 @@ class Database:
         """``"sqlite"`` or ``"postgresql"``."""
         return self._store.dialect
 
+    @staticmethod
+    def now(offset_seconds: float = 0.0) -> Any:
+        """The database's clock plus ``offset_seconds``, as a SQL expression the database
+        evaluates in the statement (Postgres ``now()``; SQLite's own ``'now'``, in the form
+        DateTime columns are stored in). Judge ages and write times with it, never with one
+        process's wall clock against another's."""
+        from frontdesk.db.hotpath import DbNow
+
+        return DbNow(offset_seconds).clause()
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self._store.read_engine.connect() as conn:

@@ -46,7 +46,6 @@ from .tables import (
     _view,
     accounts_t,
     as_utc,
-    db_now,
     invoice_view,
     invoices_t,
     metadata,
@@ -219,16 +218,14 @@ async def _reserve(db: Database, key: str, make: MakePayment) -> tuple[PaymentVi
                 await conn.execute(
                     update(payments_t)
                     .where(payments_t.c.id == existing.id)
-                    .values(
-                        status="pending", completed_at=None, created_at=db_now(conn.dialect.name)
-                    )
+                    .values(status="pending", completed_at=None, created_at=Database.now())
                     .returning(*payments_t.c)
                 )
             ).one()
             return _view(PaymentView, row), False
         # The database's clock: the reconciler judges a reservation's age by it.
         values.update(idempotency_key=key, status="pending", gateway_ref=None,
-                      created_at=db_now(conn.dialect.name))  # fmt: skip
+                      created_at=Database.now())  # fmt: skip
         stmt = insert(payments_t).values(values).returning(*payments_t.c)
         row = (await conn.execute(stmt)).one()
         return _view(PaymentView, row), True
@@ -318,7 +315,7 @@ async def complete(db: Database, payment_id: str, gateway_ref: str) -> PaymentVi
                 update(payments_t)
                 .where(payments_t.c.id == payment_id)
                 .values(status="succeeded", gateway_ref=gateway_ref,
-                        completed_at=db_now(conn.dialect.name))
+                        completed_at=Database.now())
                 .returning(payments_t.c.completed_at)
             )
         ).scalar_one()  # fmt: skip
@@ -361,7 +358,7 @@ async def fail(db: Database, payment_id: str) -> None:
         await conn.execute(
             update(payments_t)
             .where(payments_t.c.id == payment_id, payments_t.c.status == "pending")
-            .values(status="failed", completed_at=db_now(conn.dialect.name))
+            .values(status="failed", completed_at=Database.now())
         )
 
     await db.write(write)

@@ -35,7 +35,7 @@ from . import gateway as gateways
 from . import ledger
 from .money import money
 from .settings import BillingSettings
-from .tables import PaymentView, _view, db_now, payments_t
+from .tables import PaymentView, _view, payments_t
 
 if TYPE_CHECKING:
     from frontdesk.core import HousekeepingContext
@@ -59,7 +59,7 @@ async def pending_payments(db: Database, older_than_seconds: float) -> list[Paym
     """Pending payments reserved more than ``older_than_seconds`` ago by the database's clock,
     oldest first."""
     async with db.read() as conn:
-        cutoff = db_now(conn.dialect.name, -older_than_seconds)
+        cutoff = Database.now(-older_than_seconds)
         stmt = (
             select(payments_t)
             .where(payments_t.c.status == "pending", payments_t.c.created_at < cutoff)

@@ -21,13 +21,9 @@ from sqlalchemy import (
     Numeric,
     String,
     Table,
-    bindparam,
-    func,
-    literal_column,
     select,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.elements import ColumnElement
 
 from .money import ZERO
 
@@ -188,18 +184,6 @@ def invoice_view(row: Any, pays: list[Any]) -> InvoiceView:
     paid = _net_paid(pays, include_pending=True)
     pending = sum((p.amount for p in pays if p.kind == "charge" and p.status == "pending"), ZERO)
     return _view(InvoiceView, row, open_amount=row.amount - paid, pending=pending)
-
-
-def db_now(dialect: str, offset_seconds: float = 0.0) -> ColumnElement[Any]:
-    """The database's clock (plus ``offset_seconds``), evaluated in the statement: a payment's
-    age is judged by one clock, never by one process's wall clock against another's. On
-    Postgres ``now()``; on SQLite its own ``strftime('now')`` in the stored DateTime format."""
-    if dialect == "postgresql":
-        if not offset_seconds:
-            return func.now()
-        return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, float(offset_seconds))
-    modifier = bindparam(None, f"{float(offset_seconds):+.6f} seconds")
-    return func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier).concat(literal_column("'000'"))
 
 
 async def _payments_for(conn: AsyncConnection, **where: Any) -> list[Any]:
