@@ -15,13 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
-
-def unavailable(reason: str) -> None:
-    if os.environ.get("FRONTDESK_REQUIRE_FAULTS") == "1":
-        pytest.fail(f"FRONTDESK_REQUIRE_FAULTS=1 but {reason}")
-    pytest.skip(reason)
+from faultkit import cannot
 
 
 @contextmanager
@@ -40,7 +34,7 @@ def tmpfs(where: Path, size: str = "4m") -> Iterator[Path]:
     else:
         problem = done.stderr.strip() or f"exit {done.returncode}"
     if done is None or done.returncode != 0:
-        unavailable(f"cannot mount a {size} tmpfs (needs root): {problem}")
+        cannot(f"cannot mount a {size} tmpfs (needs root): {problem}")
     try:
         yield where
     finally:

@@ -24,10 +24,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from faultkit import cannot
 
 PG_BIN = Path(os.environ.get("FRONTDESK_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
-REQUIRE = "FRONTDESK_REQUIRE_FAULTS"
 
 
 def missing() -> str | None:
@@ -45,11 +44,8 @@ def missing() -> str | None:
 
 def need_private_postgres() -> None:
     why = missing()
-    if why is None:
-        return
-    if os.environ.get(REQUIRE, "") not in ("", "0"):
-        pytest.fail(f"{REQUIRE} is set but {why}")
-    pytest.skip(why)
+    if why is not None:
+        cannot(why)
 
 
 def free_port() -> int:

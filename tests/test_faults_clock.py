@@ -14,11 +14,11 @@ DBOS time their sleeps with it), so only the wall clock is stepped, as an NTP st
 
 from __future__ import annotations
 
-import glob
 import time
 
 import crashkit
 import crashtrials
+import faultkit
 import pytest
 from test_crash_durable import q
 
@@ -26,20 +26,12 @@ from frontdesk.core.runner import RESTART
 
 pytestmark = [pytest.mark.faults, pytest.mark.backends("sqlite", "postgres")]
 
-FAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
 LEASE = 2.0
 CALLERS = 3
 
 
 def skewed(offset: str) -> dict[str, str]:
-    if not FAKETIME:
-        import os
-
-        why = "needs libfaketime (apt-get install faketime)"
-        if os.environ.get("FRONTDESK_REQUIRE_FAULTS", "") not in ("", "0"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return {"LD_PRELOAD": FAKETIME[0], "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    return faultkit.faketime(FAKETIME=offset, FAKETIME_DONT_FAKE_MONOTONIC="1")
 
 
 def start_runner(db_url: str, **env: str):  # noqa: ANN201

@@ -20,11 +20,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import crashkit
+import faultkit
+import pgfault
 import pytest
 from jobkit import running
 from livekit.agents import llm
 from moneykit import Gateway, billing_registry, hear_followups
-from pgprivate import PrivatePostgres, skip_or_fail, unavailable
 
 from frontdesk.agents.patterns import run_tool
 from frontdesk.agents.runtime import CallRuntime
@@ -38,14 +39,11 @@ from frontdesk.plugins.billing.reconcile import pending_payments
 pytestmark = pytest.mark.faults
 
 HERE = Path(__file__).resolve().parent
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 HOUR = 3600.0
 
 
 def _faketime(env: dict[str, str], **fake: str) -> dict[str, str]:
-    if not LIBFAKETIME.exists():
-        skip_or_fail(f"libfaketime not found at {LIBFAKETIME} (apt-get install faketime)")
-    return {**env, "LD_PRELOAD": str(LIBFAKETIME), **fake}
+    return {**env, **faultkit.faketime(**fake)}
 
 
 def _clockpay(url: str, caller: str, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
@@ -107,13 +105,8 @@ async def test_a_retry_from_a_call_process_an_hour_off_charges_once(db_url, tmp_
 
 @pytest.fixture
 def private_pg():
-    reason = unavailable()
-    if reason:
-        skip_or_fail(reason)
-    pg = PrivatePostgres()
-    pg.init()
-    yield pg
-    pg.close()
+    with pgfault.private_postgres() as pg:
+        yield pg
 
 
 @pytest.mark.parametrize("charged", [True, False], ids=["charged", "not-charged"])
@@ -133,7 +126,7 @@ async def test_a_payment_whose_store_died_is_settled_once_it_is_back(
         await run_tool(registry.tools["account_balance"], runtime, "billing", {}, None)
 
         async def store_dies() -> None:
-            await asyncio.to_thread(private_pg.stop, "immediate")
+            await asyncio.to_thread(private_pg.kill)
             if not charged:
                 raise ConnectionError("the request never reached the gateway")
 
