@@ -194,3 +194,15 @@ async def settle_driver_threads(timeout: float = 1.0) -> None:
         "_connection_worker_thread" in t.name for t in threading.enumerate()
     ):
         await asyncio.sleep(0.01)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The database file of an SQLite URL, None for Postgres (or a URL that is not a file)."""
+    try:
+        parsed = parse_url(url)
+    except ConfigError:
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or is_memory(parsed) or database.startswith("file:"):
+        return None
+    return database

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from frontdesk.db.engine import is_memory, parse_url
-from frontdesk.db.errors import ConfigError
+from frontdesk.db.engine import sqlite_path
 
 if TYPE_CHECKING:
     from frontdesk.db.store import TaskStore
@@ -26,18 +25,6 @@ MB = 1024 * 1024
 # Below this much free space the light is red (FRONTDESK_MIN_FREE_MB overrides it). The WAL is
 # kept near 1 MB (db/walcare.py), so writes go on well below it; this is room to act in.
 DEFAULT_MIN_FREE_BYTES = 64 * MB
-
-
-def sqlite_path(url: str) -> str | None:
-    """The database file of an SQLite URL, None for Postgres (or a URL that is not a file)."""
-    try:
-        parsed = parse_url(url)
-    except ConfigError:
-        return None
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or is_memory(parsed) or database.startswith("file:"):
-        return None
-    return database
 
 
 @dataclass(frozen=True)

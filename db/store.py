@@ -31,6 +31,7 @@ from frontdesk.db.engine import (
     is_sqlite,
     mask_url,
     settle_driver_threads,
+    sqlite_path,
 )
 from frontdesk.db.errors import NotCancellable, StoreUnavailable
 from frontdesk.db.hotpath import Add, Condition, DbNow, HotSql, hot_write, sql_value
@@ -172,8 +173,6 @@ class TaskStore(TaskQueries, Browse, CallLog, Leases, Actions, Runners):
 
     def guard_files(self) -> None:
         """Refuse writes once the SQLite files are deleted or replaced (db/fileguard.py)."""
-        from frontdesk.db.health import sqlite_path
-
         path = sqlite_path(self.url)
         if self.file_guard is None and path is not None:
             self.file_guard = fileguard.acquire(path)
