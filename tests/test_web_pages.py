@@ -216,6 +216,21 @@ async def test_stats_page_embeds_chart_data(store, client):
     assert "web_search (search)" in charts["durations"]
 
 
+async def test_login_attempts_are_limited_per_client_and_per_console(store, db_url):
+    """Guessing the token: ten tries per client, then 429 with Retry-After (even for the right
+    token). The count belongs to that console: another app in the same process starts clean."""
+    token = "s3cret-for-the-limit"
+    async for c in client_for(store, db_url, token=token):
+        for _ in range(10):
+            r = await c.post("/login", data={"token": "guess", "next": "/tasks"})
+            assert r.status_code == 303 and "failed=1" in r.headers["location"]
+        limited = await c.post("/login", data={"token": token, "next": "/tasks"})
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    async for c in client_for(store, db_url, token=token):
+        r = await c.post("/login", data={"token": token, "next": "/tasks"})
+        assert r.status_code == 303 and r.headers["location"] == "/tasks"
+
+
 async def test_login_form_posts_token_and_next(store, db_url):
     async for c in client_for(store, db_url, token="s3cret-for-the-form"):
         r = await c.get("/tasks")

@@ -92,6 +92,8 @@ def create_app(
     app.state.sessions = auth.Sessions(token) if token else None
     app.state.call_access = access
     app.state.call_limit = RateLimit(per_key=6, total=60)
+    # Per app, not per process: each console (and each test's app) counts its own attempts.
+    app.state.login_limit = RateLimit(per_key=10, total=100)
     app.state.counts = {}
     app.state.settings = settings
     app.state.store_url = store_url

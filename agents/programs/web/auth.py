@@ -22,13 +22,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from frontdesk.agents.programs.web.errors import TooMany
-from frontdesk.agents.programs.web.ratelimit import RateLimit
 from frontdesk.agents.programs.web.signing import derive, sign, unsign
 
 COOKIE = "frontdesk_session"
 MIN_TOKEN = 16
 SESSION_SECONDS = 8 * 3600
-LOGIN_ATTEMPTS = RateLimit(per_key=10, total=100)
 
 router = APIRouter(include_in_schema=False)
 
@@ -91,7 +89,7 @@ async def login(request: Request) -> Response:
     target = safe_next((form.get("next") or [""])[0])
     if token is None:
         return RedirectResponse(target, status_code=303)  # nothing to log in to
-    wait = LOGIN_ATTEMPTS.take(_client(request))
+    wait = request.app.state.login_limit.take(_client(request))
     if wait is not None:
         raise TooMany(wait)
     given = (form.get("token") or [""])[0].strip()
