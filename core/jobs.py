@@ -18,7 +18,9 @@ Where DBOS keeps its tables:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -347,3 +349,33 @@ async def retry_job(store: TaskStore, task_id: int, *, by: str) -> Task:
             "task %s: retry not yet in the job system (%s); a runner will enqueue it", task.id, exc
         )
     return task
+
+
+class _LateStarts(logging.Filter):
+    """Counts, and keeps out of the log, the workflows DBOS fails to start as it is destroyed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, RuntimeError) and "after shutdown" in str(exc):
+            self.count += 1
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def late_starts() -> Iterator[_LateStarts]:
+    """Around ``DBOS.destroy``: its queue thread may dequeue a workflow in the moment between
+    the stop and the end of its thread pool; that workflow cannot start ("cannot schedule new
+    futures after shutdown"), stays PENDING, and the next runner resumes it. DBOS logs each with
+    a traceback; the runner counts them and says so in one line instead."""
+    logger = logging.getLogger("dbos")
+    late = _LateStarts()
+    logger.addFilter(late)
+    try:
+        yield late
+    finally:
+        logger.removeFilter(late)

@@ -139,11 +139,14 @@ class Runner:
             task.cancel()
         if running:
             await asyncio.wait(running, timeout=STOP_GRACE_SECONDS)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), jobnames.late_starts() as late:
             from dbos import DBOS
 
             # On a thread: DBOS's queue thread may be handing this loop a workflow meanwhile.
             await asyncio.to_thread(DBOS.destroy)
+        if late.count:
+            log.info("runner %s: %d job(s) dequeued as it stopped stay pending for the next "
+                     "runner", self.executor_id, late.count)  # fmt: skip
         # DBOS made its thread pool this loop's default executor and has just shut it down;
         # the loop goes on (console and simulate keep calls on it), so give it a fresh one.
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
