@@ -244,3 +244,21 @@ async def test_login_form_posts_token_and_next(store, db_url):
         bad = await c.post("/login", data={"token": "nope", "next": "/stats"})
         c.cookies.clear()
         assert "That token is not right" in (await c.get(bad.headers["location"])).text
+
+
+@pytest.mark.backends("sqlite")  # headroom is an SQLite file's; Postgres keeps its own disk
+async def test_every_page_shows_a_red_banner_while_the_store_is_in_trouble(
+    store, db_url, monkeypatch
+):
+    """The operator sees what /api/health says without asking it: a disk under the headroom
+    threshold (here: a threshold no disk meets) is a red banner on every page, naming it."""
+    async for c in client_for(store, db_url):
+        for path in ("/tasks", "/calls", "/stats"):
+            assert 'role="alert"' not in (await c.get(path)).text
+    monkeypatch.setenv("FRONTDESK_MIN_FREE_MB", str(10**9))
+    async for c in client_for(store, db_url):
+        for path in ("/tasks", "/calls", "/stats"):
+            page = (await c.get(path)).text
+            assert 'role="alert"' in page and "needs attention" in page, path
+            assert "MB free on the filesystem of" in page
+        assert (await c.get("/api/health")).status_code == 503

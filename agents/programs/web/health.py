@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from frontdesk.agents.programs.web.errors import RETRY_AFTER, one_line
+from frontdesk.agents.programs.web.storecheck import min_free, store_problems
 from frontdesk.db import health as db_health
 
 PROBE_SECONDS = 5.0
@@ -44,25 +45,11 @@ _RED = {
 }
 
 
-def _settings(request: Request) -> Any:
-    """The app's settings, else the environment's (``frontdesk web`` passes none): read once,
-    so FRONTDESK_MIN_FREE_MB applies; a bad value there leaves the default threshold."""
-    state = request.app.state
-    settings = getattr(state, "settings", None) or getattr(state, "health_settings", None)
-    if settings is None:
-        from frontdesk.core.settings import load_settings_leniently
-
-        settings, _ = load_settings_leniently()
-        state.health_settings = settings
-    return settings
-
-
 @router.get("/health", response_model=Healthy, responses={503: _RED})
 async def get_health(request: Request) -> Any:
     """200 while the store is fit to write; 503 with every reason it is not."""
     store = request.app.state.store
-    min_free = db_health.min_free_bytes(_settings(request))
-    reasons = db_health.problems(store, min_free)
+    reasons = store_problems(request)
     try:
         await asyncio.wait_for(store.last_event_id(), PROBE_SECONDS)
     except Exception as exc:  # whatever it is, the answer is "not healthy", not a 500
@@ -75,5 +62,5 @@ async def get_health(request: Request) -> Any:
     path = db_health.sqlite_path(store.url)
     if path is not None:
         checks.append(f"{path}: files as opened")
-        checks.append(db_health.headroom(path, min_free).line())
+        checks.append(db_health.headroom(path, min_free(request)).line())
     return {"status": "ok", "checks": checks}

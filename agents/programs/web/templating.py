@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.templating import Jinja2Templates
 
 from frontdesk.agents.programs.web.inputs import PATTERNS, STATUSES
+from frontdesk.agents.programs.web.storecheck import store_problems
 
 TEMPLATES = Path(__file__).parent / "templates"
 FINISHED = STATUSES[2:]
@@ -123,4 +124,7 @@ templates = Jinja2Templates(env=_environment())
 def render(
     request: Request, name: str, context: dict[str, Any] | None = None, status_code: int = 200
 ) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, context or {}, status_code=status_code)
+    # Every page says when the store's files are in trouble (its disk nearly full, its files
+    # deleted or replaced): the operator sees it without asking /api/health.
+    context = {"store_problems": store_problems(request), **(context or {})}
+    return templates.TemplateResponse(request, name, context, status_code=status_code)
