@@ -64,6 +64,16 @@ class Gateway:
         return sum(n - 1 for n in seen.values())
 
 
+async def answer_lost() -> None:
+    """For ``Gateway.after``: the money moved, but its answer never came back."""
+    raise ConnectionError("connection reset after the money moved")
+
+
+async def request_lost() -> None:
+    """For ``Gateway.before``: the request never reached the gateway."""
+    raise ConnectionError("the request never reached the gateway")
+
+
 class GatewayPlugin:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway

@@ -10,7 +10,14 @@ from decimal import Decimal
 
 import pytest
 from livekit.agents import llm
-from moneykit import Gateway, billing_registry, hear_followups, reconcile_once
+from moneykit import (
+    Gateway,
+    answer_lost,
+    billing_registry,
+    hear_followups,
+    reconcile_once,
+    request_lost,
+)
 
 from frontdesk.agents.patterns import run_tool
 from frontdesk.agents.runtime import CallRuntime
@@ -22,6 +29,14 @@ from frontdesk.plugins.billing.reconcile import pending_payments
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 PAY = {"invoice_id": "INV-1001", "amount": "100", "confirmed": True}
+
+
+@pytest.fixture
+def desk(settings, store, monkeypatch):
+    """A caller (ada) at the billing desk of a real call, with a gateway the test scripts."""
+    gw = Gateway()
+    registry = billing_registry(settings, gw, monkeypatch)
+    return gw, registry, call(store, registry, settings), Database(store)
 
 
 def call(store, registry, settings, caller: str = "ada") -> CallRuntime:
@@ -42,15 +57,9 @@ async def invoice(db: Database, caller: str = "ada", invoice_id: str = "INV-1001
 
 
 async def test_money_moved_but_unrecorded_is_settled_as_paid_and_the_caller_told(
-    settings, store, monkeypatch
+    settings, store, monkeypatch, desk
 ):
-    gw = Gateway()
-    registry = billing_registry(settings, gw, monkeypatch)
-    runtime = call(store, registry, settings)
-    db = Database(store)
-
-    async def answer_lost() -> None:
-        raise ConnectionError("connection reset after the money moved")
+    gw, registry, runtime, db = desk
 
     gw.after = answer_lost
     with pytest.raises(llm.ToolError) as heard:
@@ -83,17 +92,11 @@ async def test_money_moved_but_unrecorded_is_settled_as_paid_and_the_caller_told
 
 
 async def test_a_reservation_with_no_charge_is_released_and_the_invoice_payable_again(
-    settings, store, monkeypatch
+    settings, store, monkeypatch, desk
 ):
-    gw = Gateway()
-    registry = billing_registry(settings, gw, monkeypatch)
-    runtime = call(store, registry, settings)
-    db = Database(store)
+    gw, registry, runtime, db = desk
 
-    async def unreachable() -> None:
-        raise ConnectionError("gateway timed out")
-
-    gw.before = unreachable
+    gw.before = request_lost
     with pytest.raises(llm.ToolError, match="being confirmed"):
         await pay(runtime, registry, {**PAY, "invoice_id": "INV-1002", "amount": "120"})
     account, inv = await invoice(db, invoice_id="INV-1002")
@@ -114,11 +117,10 @@ async def test_a_reservation_with_no_charge_is_released_and_the_invoice_payable_
     assert (inv.status, account.balance, len(gw.moves)) == ("paid", Decimal("405.15"), 1)
 
 
-async def test_the_reconciler_never_settles_a_live_payment_early(settings, store, monkeypatch):
-    gw = Gateway()
-    registry = billing_registry(settings, gw, monkeypatch)
-    runtime = call(store, registry, settings)
-    db = Database(store)
+async def test_the_reconciler_never_settles_a_live_payment_early(
+    settings, store, monkeypatch, desk
+):
+    gw, registry, runtime, db = desk
     held, release = asyncio.Event(), asyncio.Event()
 
     async def slow_network() -> None:
@@ -155,15 +157,9 @@ async def test_a_young_reservation_waits_out_the_grace_by_the_databases_clock(
 
 
 async def test_a_gateway_that_cannot_answer_leaves_the_payment_pending_for_the_next_pass(
-    settings, store, monkeypatch
+    settings, store, monkeypatch, desk
 ):
-    gw = Gateway()
-    registry = billing_registry(settings, gw, monkeypatch)
-    runtime = call(store, registry, settings)
-    db = Database(store)
-
-    async def answer_lost() -> None:
-        raise ConnectionError("reset")
+    gw, registry, runtime, db = desk
 
     gw.after = answer_lost
     with pytest.raises(llm.ToolError, match="being confirmed"):

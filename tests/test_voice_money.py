@@ -6,7 +6,7 @@ follow-up spoken when the agent is idle."""
 from __future__ import annotations
 
 import pytest
-from moneykit import Gateway, billing_registry
+from moneykit import Gateway, answer_lost, billing_registry
 from voicekit import no_dropped_turns, voice_settings
 
 from frontdesk.agents.programs.simulate import Environment
@@ -38,9 +38,6 @@ async def test_a_payment_in_doubt_is_told_then_settled_and_told_once_on_voice(
             )
             await call.play(CallerScript().say("billing please", 0.3))
             await call.idle()
-
-            async def answer_lost() -> None:
-                raise ConnectionError("connection reset after the money moved")
 
             gw.after = answer_lost
             call.llm.script(
